@@ -1,0 +1,36 @@
+"""The command line: ``thinkflow`` (a click group) and ``thinkflow-run`` (the same as ``thinkflow run``).
+
+This package is the one place that prints and exits. Each sub-module owns a command group and maps the library's
+typed errors to messages and exit codes. Heavy libraries (litellm, chromadb, sentence-transformers, torch) are
+never imported here at module level, so ``--help`` and ``validate`` stay fast.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="thinkflow")
+def main() -> None:
+    """ThinkFlow: declarative AI agents in YAML. Validate them, run them, inspect their traces and memory."""
+
+
+def _register() -> None:
+    from . import memory_cmd, run_cmd, tools_cmd, trace_cmd, validate_cmd
+
+    for module in (validate_cmd, run_cmd, tools_cmd, trace_cmd, memory_cmd):
+        for command in module.COMMANDS:
+            main.add_command(command)
+
+
+_register()
+
+
+def run_main() -> None:
+    """Entry point of ``thinkflow-run``: exactly ``thinkflow run``."""
+    from .run_cmd import run
+
+    run(prog_name="thinkflow-run")

@@ -1,0 +1,3 @@
+"""Placeholder: this command group is being built."""
+
+COMMANDS: list = []

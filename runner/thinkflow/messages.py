@@ -1,0 +1,191 @@
+"""Provider-neutral chat messages, tool calls, model replies and usage.
+
+The wire shape follows the OpenAI chat-completions format (``role``/``content``/``tool_calls``/``tool_call_id``),
+which LiteLLM accepts for every provider. No I/O happens here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A request from the model to run one tool.
+
+    Attributes:
+        id: the call id that the tool result must echo (unique within a reply).
+        name: the tool name as the model wrote it.
+        arguments: the decoded arguments (always a dict).
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the OpenAI ``tool_calls[]`` item: ``{"id", "type": "function", "function": {"name", "arguments"}}``."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": json.dumps(self.arguments, ensure_ascii=False)},
+        }
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message.
+
+    Attributes:
+        role: "system", "user", "assistant" or "tool".
+        content: the text (never None; "" when an assistant message only holds tool calls).
+        tool_calls: for assistant messages, the tool calls it made.
+        tool_call_id: for tool messages, the id of the call this result answers.
+        name: for tool messages, the tool's name.
+    """
+
+    role: Role
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the OpenAI chat-completions message dict."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            out["name"] = self.name
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Message":
+        """Build a message from :meth:`to_dict` output (as stored in sessions). Raises KeyError/TypeError on bad shape."""
+        calls = []
+        for raw in data.get("tool_calls") or ():
+            fn = raw["function"]
+            args = fn.get("arguments") or "{}"
+            calls.append(ToolCall(raw["id"], fn["name"], json.loads(args) if isinstance(args, str) else dict(args)))
+        return cls(
+            role=data["role"],
+            content=data.get("content") or "",
+            tool_calls=tuple(calls),
+            tool_call_id=data.get("tool_call_id"),
+            name=data.get("name"),
+        )
+
+
+@dataclass
+class Usage:
+    """Token counts and cost of one or more model calls.
+
+    Attributes:
+        prompt_tokens, completion_tokens, total_tokens: token counts as the provider (or LiteLLM) reported them.
+        cost_usd: cost in US dollars from LiteLLM's price list, or None when the price is unknown.
+        calls: how many model calls this covers.
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float | None = None
+    calls: int = 0
+
+    def add(self, other: "Usage") -> None:
+        """Add ``other`` into this usage in place (cost stays None only if both are unknown)."""
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.total_tokens += other.total_tokens
+        self.calls += other.calls
+        if other.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict of the counts."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+            "cost_usd": self.cost_usd,
+            "calls": self.calls,
+        }
+
+
+@dataclass
+class ModelReply:
+    """A model's reply, normalised whatever the provider.
+
+    Attributes:
+        text: the message content as a string ("" when the model sent none).
+        tool_calls: native tool calls, arguments decoded to dicts, ids unique.
+        finish_reason: "stop", "tool_calls", "length", ... as reported, or None.
+        usage: token counts and cost of this call.
+        model: the model that actually answered (may be a fallback).
+        raw: the provider's reply as a JSON-ready dict, for the trace.
+        latency_s: wall time of the call in seconds.
+        argument_errors: per tool-call id, why its arguments could not be decoded (the call keeps ``{}``).
+    """
+
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    raw: dict[str, Any] | None = None
+    latency_s: float = 0.0
+    argument_errors: dict[str, str] = field(default_factory=dict)
+
+    def to_message(self) -> Message:
+        """The assistant message to append to the history."""
+        return Message("assistant", self.text, tuple(self.tool_calls))
+
+
+class ArgumentsError(ValueError):
+    """Tool-call arguments could not be decoded into a JSON object. The message is the decoder's exact error."""
+
+
+def decode_arguments(raw: Any) -> dict[str, Any]:
+    """Decode tool-call arguments as providers and small models send them into a dict.
+
+    Accepts a dict; None, "" or whitespace (-> ``{}``); a JSON object string; a JSON string holding a JSON object
+    string (double-encoded); and near-JSON that ``json_repair`` can fix (single quotes, Python ``None``/``True``,
+    trailing commas, unquoted keys). Raises :class:`ArgumentsError` with the decoder's message when the result is
+    not a JSON object; never returns the raw string in place of arguments.
+    """
+    value = raw
+    for _ in range(3):  # dict, JSON string, or a JSON string inside a JSON string
+        if isinstance(value, dict):
+            return value
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return {}
+        if not isinstance(value, str):
+            raise ArgumentsError(f"arguments must be a JSON object, got {type(value).__name__}")
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as strict_error:
+            value = _repair(value, strict_error)
+    if isinstance(value, dict):
+        return value
+    raise ArgumentsError(f"arguments must be a JSON object, got {type(value).__name__}")
+
+
+def _repair(text: str, strict_error: json.JSONDecodeError) -> Any:
+    """Repair near-JSON with json_repair; raise ArgumentsError quoting the strict decoder's error if it can't."""
+    import json_repair
+
+    stripped = text.strip()
+    if not stripped.startswith(("{", "[", '"')):
+        raise ArgumentsError(f"arguments are not JSON: {strict_error.msg} at line {strict_error.lineno} column {strict_error.colno}")
+    if strict_error.pos >= len(text.rstrip()):  # cut off mid-object: a guess would invent argument values
+        raise ArgumentsError(f"arguments are truncated JSON: {strict_error.msg} at line {strict_error.lineno} column {strict_error.colno}")
+    repaired = json_repair.loads(stripped)
+    if isinstance(repaired, dict) and (repaired or stripped.replace(" ", "") == "{}"):
+        return repaired
+    raise ArgumentsError(f"arguments are not valid JSON: {strict_error.msg} at line {strict_error.lineno} column {strict_error.colno}")

@@ -1,3 +1,215 @@
-"""Placeholder: this command group is being built."""
+"""``thinkflow tools list [AGENT]`` and ``thinkflow tools call NAME --arg k=v ... | --json '{...}'``.
 
-COMMANDS: list = []
+Without ``--agent`` a tool is looked up in ``./tools.d``, then among the built-ins, the tools registered with
+``@tool`` and the ``thinkflow.tools`` entry points. ``call`` goes through the same Toolbox as an agent run
+(validation, the agent's allow/deny rules, approval of confirm tools), prints the observation and the
+structured result, and exits 0 when the status is ok, 1 otherwise (2 for a usage or config error).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+EXIT_TOOL_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> None:
+    from rich.markup import escape
+
+    _console(stderr=True).print(f"[bold red]error:[/bold red] {escape(message)}")
+    raise SystemExit(code)
+
+
+def _load_agent(path: str) -> Any:
+    from ..errors import SpecError
+    from ..loader import load_agent
+
+    try:
+        return load_agent(Path(path))
+    except SpecError as exc:
+        _fail(str(exc))
+
+
+def _tools_dir_specs(directory: Path) -> dict[str, Any]:
+    """Tool specs from every YAML file under ``directory`` (``./tools.d``) through the config loader; {} when it
+    does not exist. A config error ends the command with the loader's issues."""
+    if not directory.is_dir():
+        return {}
+    from ..errors import SpecError
+    from ..loader import load_tools
+    from ..refs import yaml_files
+
+    specs: dict[str, Any] = {}
+    for path in yaml_files(directory):
+        try:
+            for spec in load_tools(path):
+                specs.setdefault(spec.name, spec)
+        except SpecError as exc:
+            _fail(str(exc))
+    return specs
+
+
+def _standalone_specs(workspace: Path) -> dict[str, Any]:
+    """Every tool usable without an agent: ./tools.d, built-ins, @tool registrations, entry points (by name;
+    the first found wins)."""
+    from ..tools.builtin import builtin_specs
+    from ..tools.registry import entry_point_names, registered_specs
+
+    specs: dict[str, Any] = {}
+    specs.update(_tools_dir_specs(Path.cwd() / "tools.d"))
+    for name, spec in builtin_specs(workspace).items():
+        specs.setdefault(name, spec)
+    for name, spec in registered_specs().items():
+        specs.setdefault(name, spec)
+    for name in entry_point_names():
+        if name not in specs:
+            from ..spec import ToolSpec
+
+            specs[name] = ToolSpec(name=name, description=f"entry point {name}", kind="python")
+    return specs
+
+
+def _toolbox(agent_path: str | None, names: list[str] | None, workspace: Path, approver: Any) -> Any:
+    from ..errors import ToolError
+    from ..tools import Toolbox
+    from ..tools.toolbox import build_tool
+
+    try:
+        if agent_path:
+            agent = _load_agent(agent_path)
+            return Toolbox.from_agent(agent, approver=approver)
+        specs = _standalone_specs(workspace)
+        wanted = names if names is not None else list(specs)
+        tools = {}
+        for name in wanted:
+            if name in specs:
+                tools[name] = build_tool(specs[name], workspace)
+        return Toolbox(tools, approver=approver)
+    except ToolError as exc:
+        _fail(str(exc))
+
+
+def parse_arg(pair: str, parameters: dict[str, Any]) -> tuple[str, Any]:
+    """``k=v`` -> ``(k, value)``: the text as is for string parameters, else parsed as JSON when it parses
+    (``5`` -> 5, ``true`` -> True, ``[1,2]`` -> list), else the text."""
+    if "=" not in pair:
+        raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--arg")
+    key, _, text = pair.partition("=")
+    key = key.strip()
+    schema = (parameters.get("properties") or {}).get(key, {})
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if kind == "string" or (isinstance(kind, list) and kind[:1] == ["string"]):
+        return key, text
+    try:
+        return key, json.loads(text)
+    except json.JSONDecodeError:
+        return key, text
+
+
+@click.group("tools")
+def tools_group() -> None:
+    """List tools and call one by hand, exactly as an agent would."""
+
+
+@tools_group.command("list")
+@click.argument("agent", required=False, type=click.Path(dir_okay=False))
+@click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Root for the file built-ins (default: the current directory).")
+@click.option("--json", "as_json", is_flag=True, help="Print the tool definitions as JSON.")
+def list_tools(agent: str | None, workspace: Path | None, as_json: bool) -> None:
+    """Show each tool with its kind, description and parameters (an AGENT's tools, or every tool available
+    here: ./tools.d, built-ins, registered and entry-point tools)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..tools.validation import expected_shape
+
+    box = _toolbox(agent, None, workspace or Path.cwd(), None)
+    rows = []
+    for name in box.names():
+        tool = box.get(name)
+        rows.append({"name": name, "kind": tool.spec.kind, "description": tool.spec.description,
+                     "confirm": box.needs_confirm(name), "parameters": tool.parameters()})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    table = Table(title=f"tools of {agent}" if agent else "tools")
+    for column in ("name", "kind", "description", "parameters"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        name = row["name"] + (" (confirm)" if row["confirm"] else "")
+        shape = expected_shape(row["name"], row["parameters"])
+        table.add_row(escape(name), row["kind"], escape(row["description"]), escape(shape[len(row["name"]):]))
+    _console().print(table)
+
+
+@tools_group.command("call")
+@click.argument("name")
+@click.option("--arg", "args", multiple=True, metavar="KEY=VALUE",
+              help="An argument (repeatable). Non-string parameters take JSON: --arg top=5.")
+@click.option("--json", "json_args", default=None, metavar="'{...}'", help="All arguments as one JSON object.")
+@click.option("--agent", "agent_path", type=click.Path(dir_okay=False), default=None,
+              help="Take the tool (and the agent's rules and workspace) from this agent file.")
+@click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Root for the file built-ins when no agent is given (default: the current directory).")
+@click.option("--yes", "-y", is_flag=True, help="Approve tools that need confirmation without asking.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              help="text: observation then a summary; json: the whole result as one JSON object.")
+def call_tool(name: str, args: tuple[str, ...], json_args: str | None, agent_path: str | None,
+              workspace: Path | None, yes: bool, fmt: str) -> None:
+    """Run tool NAME once with the given arguments and print the observation and the structured result."""
+    from rich.markup import escape
+
+    from ..tools.approval import choose_approver
+
+    approver = choose_approver(yes=yes)
+    box = _toolbox(agent_path, None if agent_path else [name], workspace or Path.cwd(), approver)
+    arguments: Any = {}
+    if json_args is not None:
+        try:
+            arguments = json.loads(json_args)
+        except json.JSONDecodeError as exc:
+            _fail(f"--json is not valid JSON: {exc}")
+    if args:
+        if not isinstance(arguments, dict):
+            _fail("--json must be an object when combined with --arg")
+        tool = box.get(name)
+        parameters = tool.parameters() if tool is not None else {}
+        for pair in args:
+            key, value = parse_arg(pair, parameters)
+            arguments[key] = value
+    if name not in box and not agent_path:
+        import difflib
+
+        known = list(_standalone_specs(workspace or Path.cwd()))
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        _fail(f"no tool {name!r} in ./tools.d, the built-ins, registered tools or entry points{hint}")
+    result = box.call(name, arguments)
+    if fmt == "json":
+        click.echo(json.dumps({"status": result.status, "text": result.text, "data": result.data},
+                              ensure_ascii=False, default=str, indent=2))
+    else:
+        click.echo(result.text)
+        console = _console(stderr=False)
+        colour = "green" if result.ok else "red"
+        data = {k: v for k, v in result.data.items() if k != "traceback"}
+        console.print(f"[{colour}]status: {result.status}[/{colour}]  " + escape(
+            json.dumps(data, ensure_ascii=False, default=str)))
+        if "traceback" in result.data:
+            console.print(escape(result.data["traceback"].rstrip()), style="dim")
+    raise SystemExit(0 if result.ok else EXIT_TOOL_FAILED)
+
+
+COMMANDS = [tools_group]

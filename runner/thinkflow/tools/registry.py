@@ -1,0 +1,98 @@
+"""Tools registered from Python code with the :func:`tool` decorator, and tools published by installed packages
+in the entry-point group ``thinkflow.tools``. Both are found by name like built-ins."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..errors import ToolError
+from ..spec import ToolSpec
+from .schema import derive_parameters, describe_function
+
+ENTRY_POINT_GROUP = "thinkflow.tools"
+
+_REGISTRY: dict[str, tuple[Callable[..., Any], ToolSpec]] = {}
+
+
+def _spec_for(func: Callable[..., Any], name: str | None, description: str | None, confirm: bool,
+              timeout: float) -> ToolSpec:
+    tool_name = name or func.__name__
+    return ToolSpec(
+        name=tool_name,
+        description=description or describe_function(func) or tool_name,
+        kind="python",
+        parameters=derive_parameters(func),
+        timeout=float(timeout),
+        confirm=confirm,
+        entrypoint=f"{func.__module__}:{func.__qualname__}",
+    )
+
+
+def tool(name: str | Callable[..., Any] | None = None, *, description: str | None = None, confirm: bool = False,
+         timeout: float = 30) -> Any:
+    """Register a Python function as a tool (usable bare, ``@tool``, or ``@tool("name", confirm=True)``).
+
+    The schema is derived from the signature and docstring (:func:`derive_parameters`); the description
+    defaults to the docstring's first paragraph. The function is returned unchanged, with the spec attached as
+    ``func.__thinkflow_tool__``. Registering a second function under a name replaces the first.
+    """
+    if callable(name):
+        return tool()(name)
+
+    def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
+        spec = _spec_for(func, name, description, confirm, timeout)
+        _REGISTRY[spec.name] = (func, spec)
+        func.__thinkflow_tool__ = spec  # type: ignore[attr-defined]
+        return func
+
+    return decorator
+
+
+def registered(name: str) -> tuple[Callable[..., Any], ToolSpec] | None:
+    """The ``(function, spec)`` registered under ``name``, or None."""
+    return _REGISTRY.get(name)
+
+
+def registered_specs() -> dict[str, ToolSpec]:
+    """Specs of every tool registered with :func:`tool`, by name."""
+    return {name: spec for name, (_, spec) in _REGISTRY.items()}
+
+
+def unregister(name: str) -> None:
+    """Forget a registered tool (for tests)."""
+    _REGISTRY.pop(name, None)
+
+
+def _entry_points() -> list[Any]:
+    import importlib.metadata
+
+    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def entry_point_names() -> list[str]:
+    """Names of the tools installed packages publish in the ``thinkflow.tools`` group (nothing is imported)."""
+    return sorted({ep.name for ep in _entry_points()})
+
+
+def load_entry_point(name: str) -> tuple[Callable[..., Any], ToolSpec]:
+    """Import the function published as ``name`` in ``thinkflow.tools`` and derive its spec.
+
+    Raises:
+        ToolError: no such entry point, or it failed to import.
+    """
+    for ep in _entry_points():
+        if ep.name == name:
+            try:
+                func = ep.load()
+            except Exception as exc:  # import errors of a third-party package
+                raise ToolError(f"tool {name!r}: cannot load entry point {ep.value!r}: "
+                                f"{type(exc).__name__}: {exc}") from exc
+            spec = getattr(func, "__thinkflow_tool__", None)
+            if spec is None:
+                spec = _spec_for(func, name, None, False, 30)
+            else:
+                spec = ToolSpec(**{**spec.__dict__, "name": name})
+            if spec.entrypoint != ep.value:
+                spec = ToolSpec(**{**spec.__dict__, "entrypoint": ep.value})
+            return func, spec
+    raise ToolError(f"no tool {name!r} in the entry-point group {ENTRY_POINT_GROUP!r}")

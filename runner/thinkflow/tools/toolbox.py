@@ -1,0 +1,238 @@
+"""The Toolbox: the tools one agent may call, and the single door every tool call goes through.
+
+``Toolbox.call(name, arguments)`` never raises for a tool's fault. In order it: finds the tool (unknown ->
+"invalid", naming the known tools and the closest); validates the arguments against the JSON Schema (failure ->
+"invalid", the tool does not run); applies the agent's ``allow``/``deny`` rules (-> "denied"); asks the approver
+for ``confirm`` tools (none -> "denied": "needs approval: run with --yes or in a terminal"); runs the tool;
+redacts the tool's secrets; and makes sure ``data`` has ``duration_s``, ``bytes`` and ``truncated``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import ToolError
+from ..spec import AgentSpec, ToolRef, ToolSpec
+from .approval import Approver
+from .base import Tool, ToolResult
+from .builtin import BUILTIN_NAMES, BuiltinTool, builtin_specs
+from .validation import check_arguments
+
+NEEDS_APPROVAL = "needs approval: run with --yes or in a terminal"
+
+WRITING_BUILTINS = frozenset({"write_file", "plot_chart"})
+"""Built-ins that write files, so never run in parallel with other calls."""
+
+
+def build_tool(spec: ToolSpec, workspace: Path | None = None) -> Tool:
+    """The runnable tool for ``spec`` by kind (``builtin`` tools are confined to ``workspace``).
+
+    Raises ToolError when a python tool's function cannot be imported or the kind is unknown.
+    """
+    if spec.kind == "builtin":
+        return BuiltinTool(spec, workspace)
+    if spec.kind == "shell":
+        from .shell import ShellTool
+
+        return ShellTool(spec)
+    if spec.kind == "http":
+        from .http import HttpTool
+
+        return HttpTool(spec)
+    if spec.kind == "python":
+        from .python import PythonTool
+
+        return PythonTool(spec)
+    raise ToolError(f"tool {spec.name!r}: unknown kind {spec.kind!r}")
+
+
+def _texts(value: Any) -> list[str]:
+    """The texts a rule checks for one argument value: the value's text, and for lists each element's text and
+    the elements joined with spaces."""
+    from .templating import value_text
+
+    if isinstance(value, (list, tuple)):
+        return [value_text(v) for v in value] + [value_text(list(value))]
+    return [value_text(value)]
+
+
+def check_rules(ref: ToolRef, arguments: dict[str, Any], parameters: dict[str, Any] | None = None) -> str | None:
+    """None when ``arguments`` pass the agent's rules for the tool, else the reason it is denied.
+
+    ``deny[arg]``: no text of the argument may match any regex (``re.search``). ``allow[arg]``: every text of
+    the argument (each list element) must match one regex. Rules see the value the tool will get (schema
+    defaults filled in); rules on arguments that are absent pass.
+    """
+    from .templating import effective_arguments
+
+    values = effective_arguments(arguments, parameters)
+    for arg, patterns in ref.deny.items():
+        if arg not in values or values[arg] is None:
+            continue
+        for text in _texts(values[arg]):
+            for pattern in patterns:
+                if re.search(pattern, text):
+                    return f"denied by the agent's rules: argument '{arg}' matches the deny pattern {pattern!r}"
+    for arg, patterns in ref.allow.items():
+        if arg not in values or values[arg] is None:
+            continue
+        value = values[arg]
+        texts = [t for t in _texts(value)][:-1] if isinstance(value, (list, tuple)) else _texts(value)
+        for text in texts:
+            if not any(re.search(p, text) for p in patterns):
+                shown = ", ".join(repr(p) for p in patterns)
+                return (f"denied by the agent's rules: argument '{arg}' value {json.dumps(text)} matches none of "
+                        f"the allowed patterns {shown}")
+    return None
+
+
+def _redact(value: Any, secrets: tuple[str, ...]) -> Any:
+    from .http import redact
+
+    return redact(value, secrets)
+
+
+class Toolbox:
+    """Tools by name with the agent's per-tool rules, and an optional approver for ``confirm`` tools.
+
+    Args:
+        tools: runnable tools by name (each has ``spec``, ``parameters()`` and ``run(arguments)``).
+        refs: the agent's ToolRef per name (confirm override, allow/deny rules); default: no rules.
+        approver: ``(spec, arguments) -> bool`` asked before each call of a confirm tool; None denies them.
+    """
+
+    def __init__(self, tools: Mapping[str, Tool], refs: Mapping[str, ToolRef] | None = None,
+                 approver: Approver | None = None):
+        self._tools: dict[str, Tool] = dict(tools)
+        self._refs: dict[str, ToolRef] = dict(refs or {})
+        self.approver = approver
+
+    @classmethod
+    def from_agent(cls, agent: AgentSpec, *, approver: Approver | None = None) -> "Toolbox":
+        """Build every tool the agent names (``agent.tools`` resolved through ``agent.tool_specs``); built-ins get
+        ``agent.workspace`` as root. Raises ToolError when a tool cannot be built."""
+        tools: dict[str, Tool] = {}
+        refs: dict[str, ToolRef] = {}
+        names = [ref.name for ref in agent.tools] or list(agent.tool_specs)
+        by_name = {ref.name: ref for ref in agent.tools}
+        fallback = builtin_specs(agent.workspace)
+        for name in names:
+            spec = agent.tool_specs.get(name) or fallback.get(name)
+            if spec is None:
+                raise ToolError(f"agent {agent.name!r} names tool {name!r}, which has no spec")
+            tools[name] = build_tool(spec, agent.workspace)
+            refs[name] = by_name.get(name, ToolRef(name=name))
+        return cls(tools, refs, approver)
+
+    def names(self) -> list[str]:
+        """Tool names, in the agent's order."""
+        return list(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or None."""
+        return self._tools.get(name)
+
+    def spec(self, name: str) -> ToolSpec:
+        """The spec of tool ``name`` (KeyError when unknown)."""
+        return self._tools[name].spec
+
+    def add(self, tool: Tool, ref: ToolRef | None = None) -> None:
+        """Add (or replace) a tool, e.g. a sub-agent or memory tool."""
+        self._tools[tool.spec.name] = tool
+        self._refs[tool.spec.name] = ref or ToolRef(name=tool.spec.name)
+
+    def definitions(self) -> list[dict[str, Any]]:
+        """Tools in the OpenAI format: ``[{"type": "function", "function": {"name", "description",
+        "parameters"}}]``."""
+        return [{"type": "function", "function": d} for d in self.describe()]
+
+    def describe(self) -> list[dict[str, Any]]:
+        """``[{"name", "description", "parameters"}]`` for prompt templates."""
+        return [{"name": name, "description": tool.spec.description, "parameters": tool.parameters()}
+                for name, tool in self._tools.items()]
+
+    def needs_confirm(self, name: str) -> bool:
+        """Whether calls of ``name`` need approval (the agent's override, else the tool's ``confirm``)."""
+        tool = self._tools[name]
+        ref = self._refs.get(name)
+        if ref is not None and ref.confirm is not None:
+            return ref.confirm
+        return bool(tool.spec.confirm)
+
+    def parallel_safe(self, name: str) -> bool:
+        """False for confirm tools, built-ins that write files, http tools with a method other than GET/HEAD/
+        OPTIONS, tools whose ``parallel_safe`` attribute is False, and unknown names."""
+        tool = self._tools.get(name)
+        if tool is None or self.needs_confirm(name):
+            return False
+        spec = tool.spec
+        if spec.kind == "builtin" and spec.name in WRITING_BUILTINS:
+            return False
+        if spec.kind == "http" and spec.request is not None and spec.request.method.upper() not in (
+                "GET", "HEAD", "OPTIONS"):
+            return False
+        return bool(getattr(tool, "parallel_safe", True))
+
+    def unknown(self, name: str) -> ToolResult:
+        """The observation for a call of a tool that does not exist."""
+        known = ", ".join(self._tools) or "(none)"
+        close = difflib.get_close_matches(name, list(self._tools), n=1, cutoff=0.5)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        return ToolResult("invalid", f"unknown tool '{name}'{hint}; available tools: {known}",
+            {"duration_s": 0.0, "bytes": 0, "truncated": False})
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Validate, check rules and approval, run, and return the observation. Never raises for a tool's fault."""
+        started = time.monotonic()
+        tool = self._tools.get(name)
+        if tool is None:
+            return self.unknown(name)
+        spec = tool.spec
+        base = {"duration_s": 0.0, "bytes": 0, "truncated": False}
+        try:
+            parameters = tool.parameters()
+        except Exception as exc:  # noqa: BLE001
+            return ToolResult("error", f"tool '{name}' has no usable parameters: {exc}", base)
+        problem = check_arguments(name, parameters, arguments)
+        if problem is not None:
+            return ToolResult("invalid", problem, base)
+        ref = self._refs.get(name) or ToolRef(name=name)
+        try:
+            denied = check_rules(ref, arguments, parameters)
+        except re.error as exc:
+            denied = f"denied: the agent's rule for '{name}' is not a valid regex ({exc})"
+        if denied is not None:
+            return ToolResult("denied", denied, base)
+        if self.needs_confirm(name):
+            if self.approver is None:
+                return ToolResult("denied", f"tool '{name}' {NEEDS_APPROVAL}", base)
+            try:
+                approved = bool(self.approver(spec, dict(arguments)))
+            except Exception as exc:  # noqa: BLE001 - a failing prompt is a denial
+                return ToolResult("denied", f"tool '{name}' was not approved ({type(exc).__name__}: {exc})", base)
+            if not approved:
+                return ToolResult("denied", f"the user denied this call of tool '{name}'", base)
+        try:
+            result = tool.run(dict(arguments))
+        except Exception as exc:  # noqa: BLE001 - a tool bug is an observation, not a crash
+            from .python import error_result
+
+            result = error_result(exc)
+        data = dict(result.data)
+        data.setdefault("duration_s", round(time.monotonic() - started, 3))
+        data.setdefault("bytes", len(result.text.encode("utf-8", errors="replace")))
+        data.setdefault("truncated", False)
+        if spec.secrets:
+            return ToolResult(result.status, _redact(result.text, spec.secrets), _redact(data, spec.secrets))
+        return ToolResult(result.status, result.text, data)

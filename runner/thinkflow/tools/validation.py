@@ -1,0 +1,124 @@
+"""Check a tool call's arguments against the tool's JSON Schema and explain every problem for the model."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+_TYPE_NAMES = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
+               "array": "a list", "object": "an object", "null": "null"}
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def schema_shape(schema: dict[str, Any]) -> str:
+    """A compact type for one property schema: ``string``, ``integer``, ``"sum"|"mean"``, ``list of string``."""
+    if not isinstance(schema, dict):
+        return "any"
+    if "enum" in schema:
+        return "|".join(json.dumps(v) for v in schema["enum"])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return "|".join(schema_shape({**schema, "type": k}) for k in kind)
+    if kind == "array":
+        return f"list of {schema_shape(schema.get('items', {}))}"
+    if kind == "object" and isinstance(schema.get("additionalProperties"), dict):
+        return f"object of {schema_shape(schema['additionalProperties'])}"
+    if kind:
+        return str(kind)
+    if "anyOf" in schema or "oneOf" in schema:
+        return "|".join(schema_shape(s) for s in schema.get("anyOf", schema.get("oneOf", [])))
+    return "any"
+
+
+def expected_shape(name: str, parameters: dict[str, Any]) -> str:
+    """The call shape: ``query_data(path: string, group_by?: string, agg?: "sum"|"mean")`` (``?`` = optional)."""
+    props = parameters.get("properties") or {}
+    required = set(parameters.get("required") or [])
+    parts = [f"{p}{'' if p in required else '?'}: {schema_shape(s)}" for p, s in props.items()]
+    return f"{name}({', '.join(parts)})"
+
+
+def _where(error: Any) -> str:
+    path = list(error.absolute_path)
+    if not path:
+        return ""
+    text = str(path[0])
+    for step in path[1:]:
+        text += f"[{step}]" if isinstance(step, int) else f".{step}"
+    return text
+
+
+def describe_error(error: Any, parameters: dict[str, Any]) -> list[str]:
+    """Readable lines for one ``jsonschema.ValidationError`` (an additionalProperties error may give several)."""
+    where = _where(error)
+    validator = error.validator
+    props = parameters.get("properties") or {}
+    if validator == "required" and not where:
+        missing = [m for m in error.validator_value if m not in (error.instance or {})]
+        return [f"missing required argument '{m}' ({schema_shape(props.get(m, {}))})" for m in missing]
+    if validator == "additionalProperties" and not where:
+        extras = [k for k in error.instance if k not in props]
+        lines = []
+        for extra in extras:
+            close = difflib.get_close_matches(extra, list(props), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            lines.append(f"unknown argument '{extra}'{hint}")
+        return lines
+    label = f"argument '{where}'" if where else "arguments"
+    if validator == "type":
+        wanted = error.validator_value
+        wanted_list = wanted if isinstance(wanted, list) else [wanted]
+        names = " or ".join(_TYPE_NAMES.get(w, w) for w in wanted_list)
+        got = _json_type(error.instance)
+        return [f"{label} must be {names}, got {_TYPE_NAMES.get(got, got)} {_short(error.instance)}"]
+    if validator == "enum":
+        options = ", ".join(json.dumps(v) for v in error.validator_value)
+        return [f"{label} must be one of {options}; got {_short(error.instance)}"]
+    return [f"{label}: {error.message}"]
+
+
+def check_arguments(name: str, parameters: dict[str, Any], arguments: Any) -> str | None:
+    """None when ``arguments`` satisfy ``parameters``; else the observation for the model::
+
+        invalid arguments for tool 'query_data':
+        - missing required argument 'path' (string)
+        - argument 'top' must be an integer, got a string "5"
+        expected: query_data(path: string, ..., top?: integer)
+    """
+    from jsonschema import Draft202012Validator
+
+    if not isinstance(arguments, dict):
+        lines = [f"arguments must be a JSON object, got {_TYPE_NAMES.get(_json_type(arguments), 'a value')} "
+                 f"{_short(arguments)}"]
+    else:
+        validator = Draft202012Validator(parameters)
+        errors = sorted(validator.iter_errors(arguments),
+                        key=lambda e: (list(map(str, e.absolute_path)), e.validator != "required", str(e.validator)))
+        if not errors:
+            return None
+        lines = [line for e in errors for line in describe_error(e, parameters)]
+    body = "\n".join(f"- {line}" for line in lines)
+    return f"invalid arguments for tool '{name}':\n{body}\nexpected: {expected_shape(name, parameters)}"

@@ -1,0 +1,97 @@
+"""``thinkflow tools list|call`` through click's CliRunner."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from thinkflow.cli import main
+
+TOOL = """version: 1
+name: echo_it
+description: Echo a value.
+kind: shell
+command: [echo, "{value}"]
+parameters:
+  type: object
+  properties: {value: {type: string}}
+  required: [value]
+"""
+
+AGENT = """version: 1
+name: tester
+tools:
+  - calculator
+  - name: echo_it
+    deny: {value: ["rm"]}
+  - write_file
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "tools.d").mkdir()
+    (tmp_path / "tools.d" / "echo.yaml").write_text(TOOL)
+    (tmp_path / "agent.yaml").write_text(AGENT)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run(*args):
+    return CliRunner().invoke(main, ["tools", *args], catch_exceptions=False)
+
+
+def test_call_builtin_with_arg_and_json(project):
+    result = run("call", "calculator", "--arg", "expression=6*7")
+    assert result.exit_code == 0
+    assert result.output.splitlines()[0] == "42"
+    assert result.output.splitlines()[1].startswith("status: ok")
+    as_json = run("call", "calculator", "--json", '{"expression": "2**3"}', "--format", "json")
+    assert json.loads(as_json.output)["text"] == "8"
+
+
+def test_call_tool_from_tools_d_passes_values_literally(project):
+    result = run("call", "echo_it", "--arg", "value=$(whoami); touch pwned", "--format", "json")
+    assert result.exit_code == 0
+    payload = json.loads(result.output)
+    assert payload["status"] == "ok"
+    assert payload["text"] == "$(whoami); touch pwned"
+    assert payload["data"]["exit_code"] == 0
+    assert not (project / "pwned").exists()
+
+
+def test_call_with_agent_applies_rules_and_confirm(project):
+    denied = run("call", "echo_it", "--agent", "agent.yaml", "--arg", "value=rm -rf /")
+    assert denied.exit_code == 1
+    assert denied.output.splitlines()[0] == "denied by the agent's rules: argument 'value' matches the deny pattern 'rm'"
+    no_tty = run("call", "write_file", "--agent", "agent.yaml", "--arg", "path=a.txt", "--arg", "content=x")
+    assert no_tty.exit_code == 1
+    assert no_tty.output.splitlines()[0] == "tool 'write_file' needs approval: run with --yes or in a terminal"
+    assert not (project / "a.txt").exists()
+    yes = run("call", "write_file", "--agent", "agent.yaml", "--arg", "path=a.txt", "--arg", "content=x", "--yes")
+    assert yes.exit_code == 0
+    assert (project / "a.txt").read_text() == "x"
+
+
+def test_invalid_arguments_and_unknown_tool(project):
+    bad = run("call", "calculator", "--arg", "expression=1", "--arg", "extra=2")
+    assert bad.exit_code == 1
+    assert bad.output.splitlines()[:3] == ["invalid arguments for tool 'calculator':",
+                                           "- unknown argument 'extra'",
+                                           "expected: calculator(expression: string)"]
+    unknown = run("call", "calculater", "--arg", "expression=1")
+    assert unknown.exit_code == 2
+    assert "no tool 'calculater'" in unknown.output and "(did you mean 'calculator'?)" in unknown.output
+
+
+def test_list_all_and_agent_tools(project):
+    listed = json.loads(run("list", "--json").output)
+    names = [t["name"] for t in listed]
+    assert names[:8] == ["echo_it", "calculator", "read_file", "list_dir", "write_file", "read_csv", "query_data",
+                         "plot_chart"]
+    agent = json.loads(run("list", "agent.yaml", "--json").output)
+    assert [(t["name"], t["kind"], t["confirm"]) for t in agent] == [
+        ("calculator", "builtin", False), ("echo_it", "shell", False), ("write_file", "builtin", True)]
+    table = run("list", "agent.yaml")
+    assert table.exit_code == 0
+    assert "echo_it" in table.output and "(value: string)" in table.output

@@ -1,0 +1,191 @@
+"""Python tools: entry points, the @tool registry, derived schemas, errors, timeouts, output conversion."""
+
+import enum
+import json
+import textwrap
+import time
+from typing import Literal, Optional
+
+import pytest
+
+from thinkflow.errors import ToolError
+from thinkflow.spec import ToolSpec
+from thinkflow.tools import Toolbox, derive_parameters, tool
+from thinkflow.tools.output import cap_text, format_size
+from thinkflow.tools.python import PythonTool
+from thinkflow.tools.registry import registered_specs, unregister
+
+
+class Unit(enum.Enum):
+    CELSIUS = "c"
+    FAHRENHEIT = "f"
+
+
+def forecast(city: str, days: int = 3, unit: Unit = Unit.CELSIUS, detail: Literal["short", "long"] = "short",
+             hours: Optional[list[int]] = None, tags: dict[str, str] | None = None, ratio: float = 0.5,
+             alerts: bool = False) -> dict:
+    """Forecast the weather.
+
+    Args:
+        city: Name of the city,
+            for example "Paris".
+        days: How many days ahead.
+        unit: Temperature unit.
+    """
+    return {"city": city, "days": days, "unit": unit.name, "detail": detail, "hours": hours}
+
+
+def test_derived_schema_covers_types_enums_defaults_and_docs():
+    assert derive_parameters(forecast) == {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": 'Name of the city, for example "Paris".'},
+            "days": {"type": "integer", "description": "How many days ahead.", "default": 3},
+            "unit": {"type": "string", "enum": ["c", "f"], "description": "Temperature unit.", "default": "c"},
+            "detail": {"type": "string", "enum": ["short", "long"], "default": "short"},
+            "hours": {"type": ["array", "null"], "items": {"type": "integer"}},
+            "tags": {"type": ["object", "null"], "additionalProperties": {"type": "string"}},
+            "ratio": {"type": "number", "default": 0.5},
+            "alerts": {"type": "boolean", "default": False},
+        },
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+
+
+def numpy_style(x: int, names: list[str]):
+    """Numpy style.
+
+    Parameters
+    ----------
+    x : int
+        The x value.
+    names : list of str
+        Names to use.
+    """
+
+
+def sphinx_style(path: str, limit: int = 10):
+    """Sphinx style.
+
+    :param path: Where to look.
+    :param int limit: At most this many.
+    :returns: nothing
+    """
+
+
+def test_numpy_and_sphinx_docstrings():
+    n = derive_parameters(numpy_style)["properties"]
+    assert n == {"x": {"type": "integer", "description": "The x value."},
+                 "names": {"type": "array", "items": {"type": "string"}, "description": "Names to use."}}
+    s = derive_parameters(sphinx_style)["properties"]
+    assert s == {"path": {"type": "string", "description": "Where to look."},
+                 "limit": {"type": "integer", "description": "At most this many.", "default": 10}}
+
+
+def test_registered_tool_runs_through_the_toolbox_with_enum_conversion():
+    @tool(description="Forecast.", timeout=5)
+    def weather(city: str, unit: Unit = Unit.CELSIUS) -> dict:
+        return {"city": city, "unit": unit.name}
+
+    try:
+        spec = registered_specs()["weather"]
+        assert spec.kind == "python" and spec.timeout == 5 and spec.description == "Forecast."
+        box = Toolbox({"weather": PythonTool(ToolSpec(name="weather", description="", kind="python"))})
+        result = box.call("weather", {"city": "Oslo", "unit": "f"})
+        assert (result.status, result.text) == ("ok", '{"city": "Oslo", "unit": "FAHRENHEIT"}')
+        bad = box.call("weather", {"city": "Oslo", "unit": "kelvin"})
+        assert bad.status == "invalid"
+    finally:
+        unregister("weather")
+
+
+@pytest.fixture
+def module(tmp_path, monkeypatch):
+    (tmp_path / "mytools_mod.py").write_text(textwrap.dedent('''
+        import time
+
+        def fail(x: int):
+            """Always fails."""
+            raise ValueError(f"bad x {x}")
+
+        def slow():
+            time.sleep(3)
+
+        def text():
+            return "plain"
+
+        def nothing():
+            return None
+
+        def listing():
+            return [1, "two", {"three": 3}]
+
+        def flood():
+            return "y" * 100000
+
+        async def later(n: int):
+            return n * 2
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "mytools_mod"
+
+
+def ptool(module, func, **kw):
+    return PythonTool(ToolSpec(name=func, description="", kind="python", entrypoint=f"{module}:{func}", **kw))
+
+
+def test_exception_becomes_error_with_traceback_only_in_data(module):
+    result = Toolbox({"fail": ptool(module, "fail")}).call("fail", {"x": 3})
+    assert result.status == "error"
+    assert result.text == "ValueError: bad x 3"
+    assert "Traceback" in result.data["traceback"] and 'raise ValueError(f"bad x {x}")' in result.data["traceback"]
+
+
+def test_return_values_become_text(module):
+    box = Toolbox({n: ptool(module, n) for n in ("text", "nothing", "listing", "later")})
+    assert box.call("text", {}).text == "plain"
+    assert box.call("nothing", {}).text == "(no output)"
+    assert box.call("listing", {}).text == '[1, "two", {"three": 3}]'
+    assert box.call("later", {"n": 21}).text == "42"
+
+
+def test_timeout_stops_waiting(module):
+    result = ptool(module, "slow", timeout=0.2).run({})
+    assert (result.status, result.text) == ("timeout", "timed out after 0.2 s")
+
+
+def test_output_is_capped(module):
+    result = ptool(module, "flood", max_output=1000).run({})
+    assert result.data["bytes"] == 100000 and result.data["truncated"] is True
+    assert "[... 99.0 KB truncated ...]" in result.text
+
+
+def test_bad_entrypoints_raise_tool_error(module):
+    with pytest.raises(ToolError, match="has no attribute 'missing'"):
+        ptool(module, "missing")
+    with pytest.raises(ToolError, match="No module named 'no_such_module_xyz'"):
+        PythonTool(ToolSpec(name="x", description="", kind="python", entrypoint="no_such_module_xyz:f"))
+    with pytest.raises(ToolError, match="must look like 'package.module:function'"):
+        PythonTool(ToolSpec(name="x", description="", kind="python", entrypoint="nocolon"))
+
+
+def test_cap_text_and_sizes():
+    assert cap_text("short", 100) == ("short", 5, False)
+    text, total, cut = cap_text("a" * 50 + "b" * 50, 40)
+    assert (total, cut) == (100, True)
+    assert text == "a" * 30 + "\n[... 60 bytes truncated ...]\n" + "b" * 10
+    assert [format_size(n) for n in (1, 999, 1500, 4_500_000)] == ["1 byte", "999 bytes", "1.5 KB", "4.5 MB"]
+
+
+def test_entry_point_group_tools(module, monkeypatch):
+    import importlib.metadata
+
+    from thinkflow.tools.registry import entry_point_names
+
+    eps = [importlib.metadata.EntryPoint(name="fail_tool", value=f"{module}:fail", group="thinkflow.tools")]
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: eps if group == "thinkflow.tools" else [])
+    assert entry_point_names() == ["fail_tool"]
+    found = PythonTool(ToolSpec(name="fail_tool", description="", kind="python"))
+    assert found.parameters()["required"] == ["x"]
+    assert found.run({"x": 1}).text == "ValueError: bad x 1"

@@ -1,0 +1,144 @@
+"""The Toolbox door: unknown tools, argument validation messages, agent rules, approval, definitions."""
+
+import sys
+from pathlib import Path
+
+from thinkflow.spec import AgentSpec, ToolRef, ToolSpec
+from thinkflow.tools import Toolbox, auto_approver, builtin_specs, terminal_approver
+from thinkflow.tools.approval import choose_approver
+from thinkflow.tools.toolbox import build_tool
+
+SHELL_PARAMS = {"type": "object", "properties": {"command": {"type": "string"},
+                                                 "files": {"type": "array", "items": {"type": "string"}}},
+                "required": ["command"]}
+
+
+def data_box(tmp_path, **kw):
+    specs = builtin_specs(tmp_path)
+    return Toolbox({n: build_tool(specs[n], tmp_path) for n in ("calculator", "query_data", "write_file")}, **kw)
+
+
+def test_unknown_tool_names_known_and_closest(tmp_path):
+    result = data_box(tmp_path).call("query", {})
+    assert result.status == "invalid"
+    assert result.text == ("unknown tool 'query' (did you mean 'query_data'?); "
+                           "available tools: calculator, query_data, write_file")
+
+
+def test_invalid_arguments_name_each_problem_and_the_shape(tmp_path):
+    result = data_box(tmp_path).call("query_data", {"group_by": 3, "agg": "average", "top": "5", "colum": "x"})
+    assert result.status == "invalid"
+    assert result.text == (
+        "invalid arguments for tool 'query_data':\n"
+        "- missing required argument 'path' (string)\n"
+        "- unknown argument 'colum' (did you mean 'column'?)\n"
+        "- argument 'agg' must be one of \"sum\", \"mean\", \"count\", \"min\", \"max\"; got \"average\"\n"
+        "- argument 'group_by' must be a string, got an integer 3\n"
+        "- argument 'top' must be an integer, got a string \"5\"\n"
+        "expected: query_data(path: string, group_by?: string, column?: string, "
+        "agg?: \"sum\"|\"mean\"|\"count\"|\"min\"|\"max\", filter?: string, sort?: \"asc\"|\"desc\", top?: integer)"
+    )
+    assert result.data == {"duration_s": 0.0, "bytes": 0, "truncated": False}
+
+
+def test_arguments_not_an_object(tmp_path):
+    result = data_box(tmp_path).call("calculator", ["1+1"])
+    assert result.status == "invalid"
+    assert result.text.splitlines()[1] == '- arguments must be a JSON object, got a list ["1+1"]'
+
+
+def echo_box(ref):
+    spec = ToolSpec(name="run", description="", kind="shell", parameters=SHELL_PARAMS,
+                    command=(sys.executable, "-c", "import sys; print(sys.argv[1:])", "{command}", "{files}"))
+    return Toolbox({"run": build_tool(spec)}, {"run": ref})
+
+
+def test_deny_rules_check_text_and_each_list_element():
+    box = echo_box(ToolRef(name="run", deny={"command": (r"\brm\b",), "files": (r"^/", r"\.\.")}))
+    denied = box.call("run", {"command": "rm -rf x"})
+    assert denied.status == "denied"
+    assert denied.text == "denied by the agent's rules: argument 'command' matches the deny pattern '\\\\brm\\\\b'"
+    element = box.call("run", {"command": "ls", "files": ["a", "../etc"]})
+    assert element.status == "denied"
+    assert element.text == "denied by the agent's rules: argument 'files' matches the deny pattern '\\\\.\\\\.'"
+    ok = box.call("run", {"command": "ls -l", "files": ["a"]})
+    assert ok.status == "ok"
+    assert ok.text == "['ls -l', 'a']"
+
+
+def test_deny_rule_on_joined_list_text():
+    box = echo_box(ToolRef(name="run", deny={"files": (r"a b",)}))
+    assert box.call("run", {"command": "x", "files": ["a", "b"]}).status == "denied"
+
+
+def test_allow_rules_require_a_match():
+    box = echo_box(ToolRef(name="run", allow={"command": (r"^(ls|cat)\b",)}))
+    assert box.call("run", {"command": "cat notes"}).status == "ok"
+    denied = box.call("run", {"command": "curl evil"})
+    assert denied.status == "denied"
+    assert denied.text == ("denied by the agent's rules: argument 'command' value \"curl evil\" matches none of the "
+                           "allowed patterns '^(ls|cat)\\\\b'")
+
+
+def test_confirm_without_approver_is_denied_and_nothing_written(tmp_path):
+    result = data_box(tmp_path).call("write_file", {"path": "a.txt", "content": "hi"})
+    assert result.status == "denied"
+    assert result.text == "tool 'write_file' needs approval: run with --yes or in a terminal"
+    assert not (tmp_path / "a.txt").exists()
+
+
+def test_approvers(tmp_path):
+    assert data_box(tmp_path, approver=auto_approver(False)).call(
+        "write_file", {"path": "a.txt", "content": "hi"}).text == "the user denied this call of tool 'write_file'"
+    asked = []
+
+    def answer(prompt):
+        asked.append(prompt)
+        return "y"
+
+    from rich.console import Console
+    import io
+
+    out = io.StringIO()
+    box = data_box(tmp_path, approver=terminal_approver(answer, console=Console(file=out, width=200)))
+    result = box.call("write_file", {"path": "a.txt", "content": "hi"})
+    assert result.status == "ok"
+    assert (tmp_path / "a.txt").read_text() == "hi"
+    assert asked == ["Run write_file? [y/N] "]
+    assert '"path": "a.txt"' in out.getvalue() and '"content": "hi"' in out.getvalue()
+    assert choose_approver(yes=False, interactive=False) is None
+
+
+def test_agent_ref_can_lift_confirm_and_parallel_safety(tmp_path):
+    specs = builtin_specs(tmp_path)
+    agent = AgentSpec(name="a", tools=(ToolRef(name="calculator"), ToolRef(name="write_file", confirm=False)),
+                      tool_specs={"calculator": specs["calculator"], "write_file": specs["write_file"]},
+                      workspace=tmp_path)
+    box = Toolbox.from_agent(agent)
+    assert box.names() == ["calculator", "write_file"]
+    assert box.call("write_file", {"path": "b.txt", "content": "x"}).status == "ok"
+    assert box.parallel_safe("calculator") is True
+    assert box.parallel_safe("write_file") is False
+    assert box.definitions()[0] == {"type": "function", "function": {
+        "name": "calculator", "description": specs["calculator"].description,
+        "parameters": specs["calculator"].parameters}}
+    assert [d["name"] for d in box.describe()] == ["calculator", "write_file"]
+
+
+def test_secrets_redacted_and_tool_crash_is_an_observation(tmp_path):
+    class Boom:
+        spec = ToolSpec(name="boom", description="", kind="python", secrets=("hunter2",))
+
+        def parameters(self):
+            return {"type": "object", "properties": {}}
+
+        def run(self, arguments):
+            raise RuntimeError("password hunter2 leaked")
+
+    box = Toolbox({})
+    box.add(Boom())
+    result = box.call("boom", {})
+    assert result.status == "error"
+    assert result.text == "RuntimeError: password *** leaked"
+    assert "hunter2" not in result.data["traceback"]
+    assert set(result.data) >= {"duration_s", "bytes", "truncated"}

@@ -289,6 +289,8 @@ class AgentSpec:
         output_schema: JSON Schema the final answer (parsed as JSON) must satisfy, or None.
         source: the agent file.
         secrets: values interpolated from the environment, redacted in errors, logs and traces.
+        tool_paths: extra tool files or folders the agent listed, resolved against its folder (already searched
+            at load; the tools found are in ``tool_specs``).
     """
 
     name: str
@@ -306,3 +308,201 @@ class AgentSpec:
     output_schema: dict[str, Any] | None = None
     source: Path | None = None
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    tool_paths: tuple[Path, ...] = ()
+
+
+# --- Builders: validated config dicts -> frozen specs -------------------------------------------------------------
+# The dicts passed in have already been checked against the schemas (``thinkflow.schemas``); the builders only
+# apply defaults, convert lists to tuples and resolve relative paths against ``base_dir`` (the spec file's folder).
+
+
+def _path(value: str | None, base_dir: Path | None) -> Path | None:
+    if value is None:
+        return None
+    import os.path
+
+    path = Path(value).expanduser()
+    return path if path.is_absolute() or base_dir is None else Path(os.path.normpath(base_dir / path))
+
+
+def model_from_dict(value: str | dict[str, Any] | None) -> ModelSpec:
+    """A ModelSpec from a model string, a model mapping or None (the default model)."""
+    if value is None:
+        return ModelSpec()
+    if isinstance(value, str):
+        return ModelSpec(name=value)
+    return ModelSpec(
+        name=value.get("name"),
+        temperature=value.get("temperature"),
+        max_tokens=value.get("max_tokens"),
+        timeout=float(value.get("timeout", 120.0)),
+        num_retries=value.get("num_retries", 2),
+        fallbacks=tuple(value.get("fallbacks", ())),
+        api_base=value.get("api_base"),
+        api_key=value.get("api_key"),
+        stop=tuple(value.get("stop", ())),
+        extra=dict(value.get("extra", {})),
+    )
+
+
+def prompt_from_dict(value: dict[str, Any] | None, *, system: Path | None = None) -> PromptSpec:
+    """A PromptSpec; ``system`` is the template path already resolved by the loader (or None)."""
+    value = value or {}
+    return PromptSpec(system=system, text=value.get("text"), vars=dict(value.get("vars", {})))
+
+
+def loop_from_dict(value: dict[str, Any] | None) -> LoopSpec:
+    """A LoopSpec from the ``loop`` mapping (or None for defaults)."""
+    value = value or {}
+    timeout = value.get("timeout", 300.0)
+    return LoopSpec(
+        style=value.get("style", "auto"),
+        max_steps=value.get("max_steps", 15),
+        timeout=None if timeout is None else float(timeout),
+        max_tokens=value.get("max_tokens"),
+        max_cost=value.get("max_cost"),
+        max_tool_calls=value.get("max_tool_calls"),
+        max_empty_replies=value.get("max_empty_replies", 2),
+        stream=value.get("stream", False),
+    )
+
+
+def memory_from_dict(value: dict[str, Any] | None, *, base_dir: Path | None = None) -> MemorySpec:
+    """A MemorySpec from the ``memory`` mapping; ``long_term.path`` resolves against ``base_dir``."""
+    value = value or {}
+    short = value.get("short_term") or {}
+    short_term = ShortTermSpec(
+        window=short.get("window"),
+        max_tokens=short.get("max_tokens"),
+        summarize_after=short.get("summarize_after"),
+        summary_model=short.get("summary_model"),
+    )
+    long = value.get("long_term")
+    if long is None:
+        return MemorySpec(short_term=short_term)
+    recall = long.get("recall") or {}
+    retention = long.get("retention") or {}
+    long_term = LongTermSpec(
+        collection=long["collection"],
+        path=_path(long.get("path"), base_dir),
+        host=long.get("host"),
+        port=long.get("port"),
+        embedding_model=long.get("embedding_model", "all-MiniLM-L6-v2"),
+        remember=tuple(long.get("remember", ("final_answer",))),
+        remember_tools=tuple(long.get("remember_tools", ())),
+        recall=RecallSpec(
+            when=recall.get("when", "on_start"),
+            k=recall.get("k", 3),
+            min_score=float(recall.get("min_score", 0.0)),
+            where=recall.get("where"),
+            reranker=recall.get("reranker"),
+        ),
+        retention=RetentionSpec(max_items=retention.get("max_items"), max_age_days=retention.get("max_age_days")),
+    )
+    return MemorySpec(short_term=short_term, long_term=long_term)
+
+
+def planner_from_dict(value: dict[str, Any] | None) -> PlannerSpec:
+    """A PlannerSpec from the ``planner`` mapping (or None for defaults)."""
+    value = value or {}
+    return PlannerSpec(
+        enabled=value.get("enabled", False),
+        max_plan_steps=value.get("max_plan_steps", 8),
+        replan=value.get("replan", "on_failure"),
+        max_replans=value.get("max_replans", 2),
+    )
+
+
+def tool_ref_from_dict(value: str | dict[str, Any]) -> ToolRef:
+    """A ToolRef from a tool name or a ``{name, confirm, allow, deny}`` mapping."""
+    if isinstance(value, str):
+        return ToolRef(name=value)
+    return ToolRef(
+        name=value["name"],
+        confirm=value.get("confirm"),
+        allow={arg: tuple(patterns) for arg, patterns in (value.get("allow") or {}).items()},
+        deny={arg: tuple(patterns) for arg, patterns in (value.get("deny") or {}).items()},
+    )
+
+
+def tool_from_dict(
+    value: dict[str, Any], *, source: Path | None = None, base_dir: Path | None = None, secrets: tuple[str, ...] = ()
+) -> ToolSpec:
+    """A ToolSpec from a validated tool document. A shell ``command`` string is split with ``shlex``;
+    ``cwd`` resolves against ``base_dir``.
+
+    Raises:
+        ValueError: a shell command string that ``shlex`` cannot split (unbalanced quotes).
+    """
+    import shlex
+
+    command = value.get("command", ())
+    if isinstance(command, str):
+        command = shlex.split(command)
+    request = value.get("request")
+    response = value.get("response") or {}
+    return ToolSpec(
+        name=value["name"],
+        description=value["description"],
+        kind=value["kind"],
+        parameters=value.get("parameters"),
+        timeout=float(value.get("timeout", 30.0)),
+        max_output=value.get("max_output", 16384),
+        confirm=value.get("confirm", False),
+        source=source,
+        secrets=tuple(secrets),
+        entrypoint=value.get("entrypoint"),
+        command=tuple(command),
+        shell=value.get("shell", False),
+        cwd=_path(value.get("cwd"), base_dir),
+        env=dict(value.get("env", {})),
+        env_allow=tuple(value.get("env_allow", ())),
+        request=None if request is None else HttpRequestSpec(
+            method=request.get("method", "GET").upper(),
+            url=request["url"],
+            params=dict(request.get("params", {})),
+            headers=dict(request.get("headers", {})),
+            json=request.get("json"),
+            body=request.get("body"),
+        ),
+        response_json_path=response.get("json_path"),
+        allow_hosts=tuple(value.get("allow_hosts", ())),
+        allow_private=value.get("allow_private", False),
+        max_redirects=value.get("max_redirects", 5),
+    )
+
+
+def agent_from_dict(
+    value: dict[str, Any],
+    *,
+    source: Path | None = None,
+    base_dir: Path | None = None,
+    prompt: PromptSpec | None = None,
+    tool_specs: dict[str, ToolSpec] | None = None,
+    agents: tuple[SubAgentRef, ...] = (),
+    secrets: tuple[str, ...] = (),
+) -> AgentSpec:
+    """An AgentSpec from a validated agent document.
+
+    The loader resolves what needs the file system and passes it in: ``prompt`` (with the template path found),
+    ``tool_specs`` (every named tool, by name) and ``agents`` (sub-agents, loaded recursively). ``workspace`` and
+    ``memory.long_term.path`` resolve against ``base_dir``.
+    """
+    return AgentSpec(
+        name=value["name"],
+        description=value.get("description", ""),
+        model=model_from_dict(value.get("model")),
+        prompt=prompt if prompt is not None else prompt_from_dict(value.get("prompt")),
+        tools=tuple(tool_ref_from_dict(item) for item in value.get("tools", ())),
+        tool_specs=dict(tool_specs or {}),
+        workspace=_path(value.get("workspace", "."), base_dir) or Path("."),
+        loop=loop_from_dict(value.get("loop")),
+        memory=memory_from_dict(value.get("memory"), base_dir=base_dir),
+        planner=planner_from_dict(value.get("planner")),
+        agents=tuple(agents),
+        max_depth=value.get("max_depth", 3),
+        output_schema=value.get("output_schema"),
+        source=source,
+        secrets=tuple(secrets),
+        tool_paths=tuple(_path(p, base_dir) for p in value.get("tool_paths", ())),
+    )

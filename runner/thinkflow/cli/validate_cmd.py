@@ -1,3 +1,82 @@
-"""Placeholder: this command group is being built."""
+"""``thinkflow validate [PATH ...]`` and ``thinkflow schema [agent|tool]``.
 
-COMMANDS: list = []
+validate exits 0 when every file is valid, 1 when any file is invalid and 2 on a usage error (click's code).
+It imports nothing heavy: only yaml, jsonschema and jinja2 (for prompt templates) are loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+DEFAULT_DIRS = ("agents.d", "tools.d")
+
+
+def _github_escape(text: str, *, prop: bool = False) -> str:
+    """Escape per GitHub's workflow command rules (``%``, CR, LF; also ``:`` and ``,`` in properties)."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "github"]), default="text", show_default=True,
+              help="text: file:line:col lines; json: one JSON object; github: workflow annotations.")
+def validate(paths: tuple[str, ...], fmt: str) -> None:
+    """Check agent and tool files (default: agents.d/ and tools.d/ under the current directory).
+
+    Checks the schema, environment variables, tools named by agents, prompt templates and sub-agents. Exit
+    status: 0 all valid, 1 some file invalid, 2 usage error.
+    """
+    from ..loader import validate_paths
+
+    if not paths:
+        paths = tuple(d for d in DEFAULT_DIRS if Path(d).is_dir())
+        if not paths:
+            raise click.UsageError("no agents.d/ or tools.d/ here; give the files or directories to check")
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        raise click.UsageError(f"no such file or directory: {', '.join(missing)}")
+    issues, files = validate_paths(paths)
+    bad = sorted({i.file for i in issues})
+    if fmt == "json":
+        click.echo(json.dumps({
+            "valid": not issues,
+            "files": [str(f) for f in files],
+            "invalid_files": bad,
+            "issues": [
+                {"file": i.file, "line": i.line, "column": i.column, "path": i.path, "message": i.message,
+                 "hint": i.hint}
+                for i in issues
+            ],
+        }, indent=2))
+    else:
+        for i in issues:
+            if fmt == "github":
+                text = f"{i.path or '<root>'}: {i.message}" + (f" ({i.hint})" if i.hint else "")
+                click.echo(f"::error file={_github_escape(i.file, prop=True)},line={max(i.line, 1)},"
+                           f"col={max(i.column, 1)}::{_github_escape(text)}")
+            else:
+                click.echo(str(i))
+        noun = "file" if len(files) == 1 else "files"
+        if issues:
+            summary = f"{len(bad)} of {len(files)} {noun} invalid, {len(issues)} issue{'s' * (len(issues) != 1)}"
+            click.echo(click.style(summary, fg="red") if fmt == "text" else summary)
+        else:
+            summary = f"{len(files)} {noun} valid"
+            click.echo(click.style(summary, fg="green") if fmt == "text" else summary)
+    click.get_current_context().exit(1 if issues else 0)
+
+
+@click.command()
+@click.argument("kind", type=click.Choice(["agent", "tool"]), default="agent")
+def schema(kind: str) -> None:
+    """Print the JSON Schema of an agent or a tool file, with shared parts inlined under $defs (for editors)."""
+    from ..schemas import bundled
+
+    click.echo(json.dumps(bundled(kind), indent=2))
+
+
+COMMANDS = [validate, schema]

@@ -1,0 +1,65 @@
+"""prompts.py: sandboxed, strict Jinja rendering; values are data; errors carry the template line."""
+
+from __future__ import annotations
+
+import pytest
+
+from thinkflow.errors import PromptError
+from thinkflow.prompts import RUNTIME_PROMPT_VARS, render, render_agent_prompt, render_builtin, template_variables
+from thinkflow.spec import PromptSpec
+
+
+def test_runtime_variables():
+    assert RUNTIME_PROMPT_VARS == {"tools", "memories", "agent_name", "task"}
+
+
+def test_template_variables_lists_undeclared_names():
+    source = "{% set x = 1 %}{{ agent_name }} {{ company }}{% for t in tools %}{{ t.name }}{{ x }}{% endfor %}"
+    assert template_variables(source) == {"agent_name", "company", "tools"}
+
+
+def test_syntax_error_names_the_line():
+    with pytest.raises(PromptError) as info:
+        template_variables("ok\n{% for x in y %}\n")
+    assert str(info.value) == ("<template>:2: template syntax error: Unexpected end of template. Jinja was looking "
+                               "for the following tags: 'endfor' or 'else'. The innermost block that needs to be "
+                               "closed is 'for'.")
+
+
+def test_undefined_variable_is_an_error_with_its_line():
+    with pytest.raises(PromptError) as info:
+        render("line one\nhello {{ who }}\n", {})
+    assert str(info.value) == "<template>:2: 'who' is undefined"
+
+
+def test_values_are_data_never_templates_and_newline_kept():
+    assert render("say {{ x }}\n", {"x": "{{ 7 * 7 }} <b>"}) == "say {{ 7 * 7 }} <b>\n"
+
+
+def test_sandbox_blocks_unsafe_attributes():
+    with pytest.raises(PromptError) as info:
+        render("{{ x.__class__.__mro__ }}", {"x": 1})
+    assert "unsafe" in str(info.value) or "__class__" in str(info.value)
+
+
+def test_render_agent_prompt_from_file_and_inline(tmp_path):
+    path = tmp_path / "p.j2"
+    path.write_text("{{ agent_name }} at {{ company }}: {{ task }}", encoding="utf-8")
+    prompt = PromptSpec(system=path, vars={"company": "Acme", "agent_name": "ignored"})
+    assert render_agent_prompt(prompt, {"agent_name": "analyst", "task": "sum"}) == "analyst at Acme: sum"
+    assert render_agent_prompt(PromptSpec(text="T={{ task }}"), {"task": "x"}) == "T=x"
+    assert render_agent_prompt(PromptSpec(), {"task": "x"}) == ""
+
+
+def test_render_agent_prompt_names_the_file_on_error(tmp_path):
+    path = tmp_path / "p.j2"
+    path.write_text("a\nb {{ missing }}", encoding="utf-8")
+    with pytest.raises(PromptError) as info:
+        render_agent_prompt(PromptSpec(system=path), {})
+    assert str(info.value) == f"{path}:2: 'missing' is undefined"
+
+
+def test_unknown_builtin_template():
+    with pytest.raises(PromptError) as info:
+        render_builtin("no_such_template", {})
+    assert str(info.value) == "no built-in prompt template 'no_such_template'"

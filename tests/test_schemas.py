@@ -1,0 +1,144 @@
+"""The bundled JSON Schemas: well-formed, documented, strict, and translated into config-language messages."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from thinkflow.schemas import KINDS, bundled, load_schema, validate
+from thinkflow.yamlread import parse_documents
+
+# Free-form mappings on purpose: passed through, user-written JSON Schemas, or templates.
+OPEN_OBJECTS = {"extra", "vars", "where", "output_schema", "parameters", "json", "allow", "deny", "env",
+                "params", "headers"}
+
+
+def walk_properties(schema, path=()):
+    """Yield (path, name, subschema) for every entry of every ``properties`` mapping."""
+    if isinstance(schema, dict):
+        for name, sub in (schema.get("properties") or {}).items():
+            yield path, name, sub
+        for key, value in schema.items():
+            yield from walk_properties(value, path + (key,))
+    elif isinstance(schema, list):
+        for i, value in enumerate(schema):
+            yield from walk_properties(value, path + (i,))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_schema_is_valid_draft_2020_12_with_id(kind):
+    schema = load_schema(kind)
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["$id"] == f"https://thinkflow.dev/schemas/{kind}.schema.json"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_property_has_a_title_and_description(kind):
+    missing = [(p, n) for p, n, sub in walk_properties(load_schema(kind))
+               if sub is not True and not (sub.get("title") and sub.get("description"))
+               and "if" not in p  # the kind discriminators of tool.schema.json
+               and p[-2:] != ("properties", "parameters")]  # tool.parameters' own {type: {const: object}}
+    assert missing == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_closed_object_forbids_unknown_keys(kind):
+    def objects(schema, name=""):
+        if isinstance(schema, dict):
+            if "properties" in schema and name not in OPEN_OBJECTS and name != "if":
+                yield name, schema
+            for key, value in schema.items():
+                if key == "properties":
+                    for prop, sub in value.items():
+                        yield from objects(sub, prop)
+                else:
+                    yield from objects(value, key)
+        elif isinstance(schema, list):
+            for value in schema:
+                yield from objects(value, name)
+
+    loose = [name for name, schema in objects(load_schema(kind)) if schema.get("additionalProperties") is not False
+             and kind != "tool" or (kind == "tool" and name not in ("", "allOf", "then", "parameters")
+                                    and schema.get("additionalProperties") is not False)]
+    assert loose == []
+
+
+@pytest.mark.parametrize("kind", ["agent", "tool"])
+def test_version_1_is_required(kind):
+    schema = load_schema(kind)
+    assert "version" in schema["required"]
+    assert schema["properties"]["version"]["const"] == 1
+
+
+def test_bundled_schema_has_no_external_refs_and_validates_like_the_registry():
+    agent = bundled("agent")
+    text = json.dumps(agent)
+    assert ".schema.json\"" not in text.replace(agent["$id"], "")
+    assert set(agent["$defs"]) == {"model", "prompt", "loop", "memory"}
+    plain = Draft202012Validator(agent)
+    good = {"version": 1, "name": "a", "model": {"name": "x"}, "loop": {"max_steps": 3},
+            "memory": {"long_term": {"collection": "c"}}, "prompt": {"text": "hi"}}
+    bad = {"version": 1, "name": "a", "model": {"nmae": "x"}, "memory": {"long_term": {}}}
+    assert list(plain.iter_errors(good)) == [] and validate(good, "agent") == []
+    assert len(list(plain.iter_errors(bad))) == 2 and len(validate(bad, "agent")) == 2
+
+
+def test_tool_bundle_is_self_contained():
+    tool = bundled("tool")
+    Draft202012Validator.check_schema(tool)
+    assert "$defs" not in tool
+
+
+def doc(text):
+    (document,), issues = parse_documents(text, "t.yaml")
+    assert issues == []
+    return document
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("version: 1\nname: a\nmodel: ~\n", "t.yaml:3:8: model: expected a string or a mapping, got null"),
+    ("version: 1\nname: a\nmodel: 3\n", "t.yaml:3:8: model: 3 was read as a number (3), not a string (quote it ('3'))"),
+    ("version: 1\nname: a\nmodel: [x]\n", "t.yaml:3:8: model: expected a string or a mapping, got a list"),
+    ("version: 1\nname: a\nmodel: {name: x, temperature: 3}\n",
+     "t.yaml:3:31: model.temperature: must be at most 2, got 3"),
+    ("version: 1\nname: a\nloop: {stream: maybe}\n", "t.yaml:3:16: loop.stream: expected true or false, got a string"),
+    ("version: 1\nname: a\nmemory: {long_term: {collection: c, k: 3}}\n",
+     "t.yaml:3:37: memory.long_term.k: unknown key 'k' (allowed keys: collection, path, host, port, "
+     "embedding_model, remember, remember_tools, recall, retention)"),
+    ("version: 1\nname: a\nmemory: {long_term: {collection: c, remember: [facts]}}\n",
+     "t.yaml:3:48: memory.long_term.remember[0]: 'facts' is not one of 'final_answer', 'tool_results', "
+     "'user_facts' (did you mean 'user_facts'?)"),
+    ("version: 1\nname: a\nmemory: {long_term: {collection: c, recall: {min_score: 1.5}}}\n",
+     "t.yaml:3:57: memory.long_term.recall.min_score: must be at most 1, got 1.5"),
+    ("name: a\n", "t.yaml:1:1: <root>: missing required key 'version'"),
+    ("version: 1\nname: a\nmodel: on\n",
+     "t.yaml:3:8: model: on was read as a boolean (true), not a string (quote it ('on'))"),
+    ("version: 1\nname: a\ntools: [{name: x, allow: {path: [1.10]}}]\n",
+     "t.yaml:3:34: tools[0].allow.path[0]: 1.10 was read as a number (1.1), not a string (quote it ('1.10'))"),
+])
+def test_agent_schema_messages(text, expected):
+    d = doc(text)
+    assert [str(i) for i in validate(d.data, "agent", file="t.yaml", marks=d.marks)] == [expected]
+
+
+def test_static_metaschema_reports_what_the_official_one_does():
+    from thinkflow.schemas import _metaschema_validator
+
+    fast = _metaschema_validator()
+    official = Draft202012Validator(Draft202012Validator.META_SCHEMA)
+    assert fast.schema is not Draft202012Validator.META_SCHEMA
+    samples = [
+        {"type": "object", "properties": {"a": {"type": "integr"}}},
+        {"type": "object", "properties": {"a": {"enum": "x"}}, "required": "a"},
+        {"items": 3, "prefixItems": [{"type": "string"}], "minLength": -1, "$defs": {"x": {"type": "nope"}},
+         "dependentRequired": {"a": [1]}, "$id": 3, "format": 1, "contentSchema": {"type": 1},
+         "unevaluatedItems": 2, "definitions": {"a": {"type": "z"}}, "properties": {"$id": {"minimum": "x"}}},
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    ]
+    for sample in samples:
+        def errors(v):
+            return {(tuple(e.absolute_path), e.message) for e in v.iter_errors(sample)}
+        assert errors(fast) == errors(official)

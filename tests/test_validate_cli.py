@@ -1,0 +1,110 @@
+"""``thinkflow validate`` and ``thinkflow schema``: output formats, exit codes, no heavy imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from thinkflow.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "project"
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def project(tmp_path: Path) -> None:
+    write(tmp_path / "agents.d" / "ok.yaml", "version: 1\nname: ok\ntools: [calculator]\n")
+    write(tmp_path / "agents.d" / "bad.yaml", "version: 1\nname: bad\ntools: [calculater]\n")
+    write(tmp_path / "tools.d" / "t.yaml", "version: 1\nname: t\ndescription: T.\nkind: python\nentrypont: m:f\n")
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_valid_files_exit_0_with_a_summary():
+    result = invoke("validate", str(FIXTURES / "agents.d"), str(FIXTURES / "tools.d"))
+    assert (result.exit_code, result.output) == (0, "4 files valid\n")
+
+
+def test_text_format_defaults_to_agents_and_tools_dirs(tmp_path, monkeypatch):
+    project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("validate")
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "agents.d/bad.yaml:3:9: tools[0]: unknown tool 'calculater' (did you mean 'calculator'?)",
+        "tools.d/t.yaml:4:1: <root>: missing required key 'entrypoint' (a python tool needs 'entrypoint')",
+        "tools.d/t.yaml:5:1: entrypont: unknown key 'entrypont' (did you mean 'entrypoint'?)",
+        "2 of 3 files invalid, 3 issues",
+    ]
+
+
+def test_json_format(tmp_path, monkeypatch):
+    project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("validate", "--format", "json", "agents.d")
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert report["valid"] is False
+    assert report["files"] == ["agents.d/bad.yaml", "agents.d/ok.yaml"]
+    assert report["invalid_files"] == ["agents.d/bad.yaml"]
+    assert report["issues"] == [{"file": "agents.d/bad.yaml", "line": 3, "column": 9, "path": "tools[0]",
+                                 "message": "unknown tool 'calculater'", "hint": "did you mean 'calculator'?"}]
+
+
+def test_github_format(tmp_path, monkeypatch):
+    project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("validate", "--format", "github", "agents.d/bad.yaml")
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "::error file=agents.d/bad.yaml,line=3,col=9::tools[0]: unknown tool 'calculater' "
+        "(did you mean 'calculator'?)",
+        "1 of 1 file invalid, 1 issue",
+    ]
+
+
+def test_missing_path_is_a_usage_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("validate", "nope.yaml")
+    assert result.exit_code == 2
+    assert "no such file or directory: nope.yaml" in result.output
+
+
+def test_no_default_dirs_is_a_usage_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("validate")
+    assert result.exit_code == 2
+    assert "no agents.d/ or tools.d/ here" in result.output
+
+
+def test_schema_command_prints_bundled_schemas():
+    agent = json.loads(invoke("schema", "agent").output)
+    tool = json.loads(invoke("schema", "tool").output)
+    assert agent["$id"].endswith("agent.schema.json") and agent["properties"]["model"]["$ref"] == "#/$defs/model"
+    assert tool["title"] == "ThinkFlow tool"
+    assert invoke("schema", "workflow").exit_code == 2
+
+
+def test_validate_imports_no_heavy_library():
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from thinkflow.cli import main\n"
+        f"r = CliRunner().invoke(main, ['validate', {str(FIXTURES)!r}])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "heavy = ['litellm', 'chromadb', 'sentence_transformers', 'torch', 'xllamacpp', 'pandas', 'matplotlib']\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "[]\n"

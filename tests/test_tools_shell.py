@@ -153,9 +153,12 @@ def test_environment_is_reduced_to_allowlist_plus_declared(monkeypatch, tmp_path
     assert env == {"PATH": "/bin", "LANG": "C", "DECLARED": "d"}
 
 
-def test_shell_script_split_at_load_is_requoted(tmp_path):
-    spec = ToolSpec(name="t", description="", kind="shell", shell=True, parameters=PARAMS,
-                    command=("printf", "%s\\n", "{value}", "|", "awk", "{print $2}"))
+def test_shell_script_string_keeps_its_quoting(tmp_path):
+    from thinkflow.spec import tool_from_dict
+
+    spec = tool_from_dict({"name": "t", "description": "d", "kind": "shell", "shell": True, "parameters": PARAMS,
+                           "command": "printf '%s\\n' {value} | awk '{print $2}'"})
+    assert spec.command == ("printf '%s\\n' {value} | awk '{print $2}'",)
     assert build_argv(spec, {"value": "a b"})[2] == "printf '%s\\n' 'a b' | awk '{print $2}'"
     assert ShellTool(spec).run({"value": "a b"}).text == "b"
 

@@ -8,7 +8,6 @@ document defensively, so it can run even when the schema found problems elsewher
 from __future__ import annotations
 
 import os
-import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -16,18 +15,13 @@ from typing import Any
 from .errors import ConfigIssue
 from .schemas import check_schema, suggest, yaml11_issue
 from .spec import ToolSpec
+from .tools.templating import placeholders
 from .yamlread import Marks, PathKey, dotted
 
 FALLBACK_BUILTINS = ("calculator", "read_file", "list_dir", "write_file", "read_csv", "query_data", "plot_chart")
 """Built-in tool names assumed when ``thinkflow.tools.builtin`` is not importable."""
 
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 YAML_SUFFIXES = (".yaml", ".yml")
-
-
-def placeholders(text: str) -> list[str]:
-    """The ``{name}`` placeholders in a template string, in order; ``{{`` and ``}}`` are literal braces."""
-    return _PLACEHOLDER.findall(text.replace("{{", "").replace("}}", ""))
 
 
 def _issue(file: str, marks: Marks, path: PathKey, message: str, hint: str = "", key: bool = False) -> ConfigIssue:

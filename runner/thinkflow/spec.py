@@ -428,8 +428,8 @@ def tool_ref_from_dict(value: str | dict[str, Any]) -> ToolRef:
 def tool_from_dict(
     value: dict[str, Any], *, source: Path | None = None, base_dir: Path | None = None, secrets: tuple[str, ...] = ()
 ) -> ToolSpec:
-    """A ToolSpec from a validated tool document. A shell ``command`` string is split with ``shlex``;
-    ``cwd`` resolves against ``base_dir``.
+    """A ToolSpec from a validated tool document. A shell ``command`` string is split with ``shlex`` (kept whole
+    as the script when ``shell: true``, so its quoting survives); ``cwd`` resolves against ``base_dir``.
 
     Raises:
         ValueError: a shell command string that ``shlex`` cannot split (unbalanced quotes).
@@ -438,7 +438,7 @@ def tool_from_dict(
 
     command = value.get("command", ())
     if isinstance(command, str):
-        command = shlex.split(command)
+        command = (command,) if value.get("shell") else shlex.split(command)
     request = value.get("request")
     response = value.get("response") or {}
     return ToolSpec(

@@ -12,7 +12,6 @@ background children never outlive the call. stdout and stderr are read with a by
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -24,7 +23,7 @@ from typing import Any
 from ..spec import ToolSpec
 from .base import ToolResult
 from .output import CappedBuffer, cap_text
-from .templating import effective_arguments, placeholders, render, whole_placeholder
+from .templating import effective_arguments, render, whole_placeholder
 
 ENV_ALLOWLIST: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER")
 """Environment variables passed to shell tools by default (besides ``env_allow`` and declared ``env``)."""
@@ -37,15 +36,12 @@ def build_argv(spec: ToolSpec, arguments: dict[str, Any]) -> list[str]:
     """The argv to execute for ``arguments`` (defaults from the schema filled in).
 
     A whole-element placeholder of a parameter that is absent (optional, no default) drops that element.
-    With ``shell: true`` the script is the single command element (or the elements joined with spaces, words
-    holding whitespace re-quoted) and runs as ``["/bin/sh", "-c", script]``.
+    With ``shell: true`` the script is the command's elements joined with spaces (a command written as one string
+    stays one element) and runs as ``["/bin/sh", "-c", script]``.
     """
     values = effective_arguments(arguments, spec.parameters)
     if spec.shell:
-        if len(spec.command) == 1:
-            script = spec.command[0]
-        else:  # a script split into words at load: re-quote words whose quotes were lost (awk '{print $1}')
-            script = " ".join(_requote(word) for word in spec.command)
+        script = " ".join(spec.command)
         return ["/bin/sh", "-c", render(script, values, quote=shlex.quote)]
     argv: list[str] = []
     for element in spec.command:
@@ -57,18 +53,6 @@ def build_argv(spec: ToolSpec, arguments: dict[str, Any]) -> list[str]:
         else:
             argv.append(render(element, values))
     return argv
-
-
-_OPERATORS = frozenset({"|", "||", "&", "&&", ";", ";;", "<", ">", ">>", "<<", "2>", "2>&1", ">&2", "(", ")", "!"})
-_PLAIN_WORD = re.compile(r"^[\w@%+=:,./*?~\[\]-]*$|^\$\{?\w+\}?$")
-
-
-def _requote(word: str) -> str:
-    """A word of a ``shell: true`` script that was split with shlex, quoted again unless it is an operator, a
-    plain word (globs included), a ``$VAR``, or holds a placeholder (whose value is quoted on its own)."""
-    if word in _OPERATORS or _PLAIN_WORD.match(word) or placeholders(word):
-        return word
-    return shlex.quote(word)
 
 
 def build_env(spec: ToolSpec, environ: dict[str, str] | None = None) -> dict[str, str]:

@@ -7,7 +7,7 @@ bytes, budgets in tokens or US dollars. Mappings are plain dicts and must be tre
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -198,7 +198,7 @@ class HttpRequestSpec:
     method: str = "GET"
     url: str = ""
     params: dict[str, str] = field(default_factory=dict)
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
     json: Any = None
     body: str | None = None
 
@@ -325,104 +325,74 @@ def _path(value: str | None, base_dir: Path | None) -> Path | None:
     return path if path.is_absolute() or base_dir is None else Path(os.path.normpath(base_dir / path))
 
 
+def _build(cls: type, value: dict[str, Any], convert: dict[str, Any] | None = None, **resolved: Any) -> Any:
+    """``cls(**kwargs)`` from the keys present in ``value`` (defaults live only in the dataclass), each passed through
+    its ``convert`` function when one is given; ``resolved`` values (already built by the caller) win."""
+    convert = convert or {}
+    names = {f.name for f in fields(cls)}
+    kwargs = {k: convert.get(k, _same)(v) for k, v in value.items() if k in names and k not in resolved}
+    return cls(**kwargs, **resolved)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def model_from_dict(value: str | dict[str, Any] | None) -> ModelSpec:
     """A ModelSpec from a model string, a model mapping or None (the default model)."""
     if value is None:
         return ModelSpec()
     if isinstance(value, str):
         return ModelSpec(name=value)
-    return ModelSpec(
-        name=value.get("name"),
-        temperature=value.get("temperature"),
-        max_tokens=value.get("max_tokens"),
-        timeout=float(value.get("timeout", 120.0)),
-        num_retries=value.get("num_retries", 2),
-        fallbacks=tuple(value.get("fallbacks", ())),
-        api_base=value.get("api_base"),
-        api_key=value.get("api_key"),
-        stop=tuple(value.get("stop", ())),
-        extra=dict(value.get("extra", {})),
-    )
+    return _build(ModelSpec, value, {"timeout": float, "fallbacks": tuple, "stop": tuple, "extra": dict})
 
 
 def prompt_from_dict(value: dict[str, Any] | None, *, system: Path | None = None) -> PromptSpec:
     """A PromptSpec; ``system`` is the template path already resolved by the loader (or None)."""
-    value = value or {}
-    return PromptSpec(system=system, text=value.get("text"), vars=dict(value.get("vars", {})))
+    return _build(PromptSpec, value or {}, {"vars": dict}, system=system)
 
 
 def loop_from_dict(value: dict[str, Any] | None) -> LoopSpec:
     """A LoopSpec from the ``loop`` mapping (or None for defaults)."""
-    value = value or {}
-    timeout = value.get("timeout", 300.0)
-    return LoopSpec(
-        style=value.get("style", "auto"),
-        max_steps=value.get("max_steps", 15),
-        timeout=None if timeout is None else float(timeout),
-        max_tokens=value.get("max_tokens"),
-        max_cost=value.get("max_cost"),
-        max_tool_calls=value.get("max_tool_calls"),
-        max_empty_replies=value.get("max_empty_replies", 2),
-        stream=value.get("stream", False),
-    )
+    return _build(LoopSpec, value or {}, {"timeout": _float_or_none})
 
 
 def memory_from_dict(value: dict[str, Any] | None, *, base_dir: Path | None = None) -> MemorySpec:
     """A MemorySpec from the ``memory`` mapping; ``long_term.path`` resolves against ``base_dir``."""
     value = value or {}
-    short = value.get("short_term") or {}
-    short_term = ShortTermSpec(
-        window=short.get("window"),
-        max_tokens=short.get("max_tokens"),
-        summarize_after=short.get("summarize_after"),
-        summary_model=short.get("summary_model"),
-    )
+    short_term = _build(ShortTermSpec, value.get("short_term") or {})
     long = value.get("long_term")
     if long is None:
         return MemorySpec(short_term=short_term)
-    recall = long.get("recall") or {}
-    retention = long.get("retention") or {}
-    long_term = LongTermSpec(
-        collection=long["collection"],
+    long_term = _build(
+        LongTermSpec,
+        long,
+        {"remember": tuple, "remember_tools": tuple},
         path=_path(long.get("path"), base_dir),
-        host=long.get("host"),
-        port=long.get("port"),
-        embedding_model=long.get("embedding_model", "all-MiniLM-L6-v2"),
-        remember=tuple(long.get("remember", ("final_answer",))),
-        remember_tools=tuple(long.get("remember_tools", ())),
-        recall=RecallSpec(
-            when=recall.get("when", "on_start"),
-            k=recall.get("k", 3),
-            min_score=float(recall.get("min_score", 0.0)),
-            where=recall.get("where"),
-            reranker=recall.get("reranker"),
-        ),
-        retention=RetentionSpec(max_items=retention.get("max_items"), max_age_days=retention.get("max_age_days")),
+        recall=_build(RecallSpec, long.get("recall") or {}, {"min_score": float}),
+        retention=_build(RetentionSpec, long.get("retention") or {}),
     )
     return MemorySpec(short_term=short_term, long_term=long_term)
 
 
 def planner_from_dict(value: dict[str, Any] | None) -> PlannerSpec:
     """A PlannerSpec from the ``planner`` mapping (or None for defaults)."""
-    value = value or {}
-    return PlannerSpec(
-        enabled=value.get("enabled", False),
-        max_plan_steps=value.get("max_plan_steps", 8),
-        replan=value.get("replan", "on_failure"),
-        max_replans=value.get("max_replans", 2),
-    )
+    return _build(PlannerSpec, value or {})
+
+
+def _patterns(rules: dict[str, list[str]]) -> dict[str, tuple[str, ...]]:
+    return {arg: tuple(patterns) for arg, patterns in rules.items()}
 
 
 def tool_ref_from_dict(value: str | dict[str, Any]) -> ToolRef:
     """A ToolRef from a tool name or a ``{name, confirm, allow, deny}`` mapping."""
     if isinstance(value, str):
         return ToolRef(name=value)
-    return ToolRef(
-        name=value["name"],
-        confirm=value.get("confirm"),
-        allow={arg: tuple(patterns) for arg, patterns in (value.get("allow") or {}).items()},
-        deny={arg: tuple(patterns) for arg, patterns in (value.get("deny") or {}).items()},
-    )
+    return _build(ToolRef, value, {"allow": _patterns, "deny": _patterns})
 
 
 def tool_from_dict(
@@ -440,35 +410,18 @@ def tool_from_dict(
     if isinstance(command, str):
         command = (command,) if value.get("shell") else shlex.split(command)
     request = value.get("request")
-    response = value.get("response") or {}
-    return ToolSpec(
-        name=value["name"],
-        description=value["description"],
-        kind=value["kind"],
-        parameters=value.get("parameters"),
-        timeout=float(value.get("timeout", 30.0)),
-        max_output=value.get("max_output", 16384),
-        confirm=value.get("confirm", False),
+    return _build(
+        ToolSpec,
+        value,
+        {"timeout": float, "env": dict, "env_allow": tuple, "allow_hosts": tuple},
+        command=tuple(command),
         source=source,
         secrets=tuple(secrets),
-        entrypoint=value.get("entrypoint"),
-        command=tuple(command),
-        shell=value.get("shell", False),
         cwd=_path(value.get("cwd"), base_dir),
-        env=dict(value.get("env", {})),
-        env_allow=tuple(value.get("env_allow", ())),
-        request=None if request is None else HttpRequestSpec(
-            method=request.get("method", "GET").upper(),
-            url=request["url"],
-            params=dict(request.get("params", {})),
-            headers=dict(request.get("headers", {})),
-            json=request.get("json"),
-            body=request.get("body"),
+        response_json_path=(value.get("response") or {}).get("json_path"),
+        request=None if request is None else _build(
+            HttpRequestSpec, request, {"method": str.upper, "params": dict, "headers": dict}
         ),
-        response_json_path=response.get("json_path"),
-        allow_hosts=tuple(value.get("allow_hosts", ())),
-        allow_private=value.get("allow_private", False),
-        max_redirects=value.get("max_redirects", 5),
     )
 
 
@@ -488,20 +441,19 @@ def agent_from_dict(
     ``tool_specs`` (every named tool, by name) and ``agents`` (sub-agents, loaded recursively). ``workspace`` and
     ``memory.long_term.path`` resolve against ``base_dir``.
     """
-    return AgentSpec(
-        name=value["name"],
-        description=value.get("description", ""),
+    return _build(
+        AgentSpec,
+        value,
+        {"output_schema": _same},
         model=model_from_dict(value.get("model")),
         prompt=prompt if prompt is not None else prompt_from_dict(value.get("prompt")),
         tools=tuple(tool_ref_from_dict(item) for item in value.get("tools", ())),
         tool_specs=dict(tool_specs or {}),
         workspace=_path(value.get("workspace", "."), base_dir) or Path("."),
-        loop=loop_from_dict(value.get("loop")),
         memory=memory_from_dict(value.get("memory"), base_dir=base_dir),
+        loop=loop_from_dict(value.get("loop")),
         planner=planner_from_dict(value.get("planner")),
         agents=tuple(agents),
-        max_depth=value.get("max_depth", 3),
-        output_schema=value.get("output_schema"),
         source=source,
         secrets=tuple(secrets),
         tool_paths=tuple(_path(p, base_dir) for p in value.get("tool_paths", ())),

@@ -1,3 +1,236 @@
-"""Placeholder: this command group is being built."""
+"""``thinkflow run AGENT.yaml [TASK]`` (also installed as ``thinkflow-run``): run an agent, or chat with it.
 
-COMMANDS: list = []
+Exit codes (also in the command's help):
+    0 completed; 1 the run ended without completing (max_steps, timeout, budget_exceeded, loop_detected,
+    invalid_output); 2 usage error; 3 config error (invalid agent file, prompt template, tool or memory set-up);
+    4 model error (provider failure after retries, empty output); 130 interrupted (Ctrl-C; session and trace saved).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+EXIT_OK = 0
+EXIT_INCOMPLETE = 1
+EXIT_USAGE = 2
+EXIT_CONFIG = 3
+EXIT_MODEL = 4
+EXIT_INTERRUPTED = 130
+
+EXIT_BY_STATUS = {
+    "completed": EXIT_OK,
+    "max_steps": EXIT_INCOMPLETE,
+    "timeout": EXIT_INCOMPLETE,
+    "budget_exceeded": EXIT_INCOMPLETE,
+    "loop_detected": EXIT_INCOMPLETE,
+    "invalid_output": EXIT_INCOMPLETE,
+    "model_error": EXIT_MODEL,
+    "interrupted": EXIT_INTERRUPTED,
+}
+
+EXIT_HELP = """\b
+Exit codes:
+  0    completed
+  1    ended without completing (max_steps, timeout, budget_exceeded, loop_detected, invalid_output)
+  2    usage error
+  3    config error (agent file, prompt template, tool or memory set-up)
+  4    model error (provider failure after retries, empty output)
+  130  interrupted (Ctrl-C; the session and the trace are saved)
+"""
+
+
+def exit_code(status: str) -> int:
+    """The process exit code for a run status (unknown statuses -> 1)."""
+    return EXIT_BY_STATUS.get(status, EXIT_INCOMPLETE)
+
+
+def _parse_vars(values: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not key=value", param_hint="--var")
+        out[key.strip()] = value
+    return out
+
+
+class _Output:
+    """Where results and errors go: stdout for the answer (or JSON), stderr for everything else."""
+
+    def __init__(self, *, quiet: bool, as_json: bool):
+        from rich.console import Console
+
+        self.quiet = quiet
+        self.as_json = as_json
+        self.err = Console(stderr=True)
+
+    def fail(self, code: int, status: str, message: str, lines: list[str] | None = None) -> None:
+        if self.as_json:
+            click.echo(json.dumps({"status": status, "error": message, "issues": lines or []}, ensure_ascii=False))
+        else:
+            from rich.markup import escape
+
+            self.err.print(f"[red]{escape(message)}[/]", soft_wrap=True)
+            for line in lines or []:
+                self.err.print(escape(line), highlight=False, soft_wrap=True)
+        raise SystemExit(code)
+
+
+@click.command(name="run", epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("agent_file", metavar="AGENT.yaml", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("task", nargs=-1)
+@click.option("--model", "-m", "model", metavar="MODEL", help="Use this model for this run (a LiteLLM model string).")
+@click.option("--yes", "-y", is_flag=True, help="Approve every call of a confirm tool without asking.")
+@click.option("--session", "-s", "session_name", metavar="NAME",
+              help="Continue (or start) the named session; its history is kept across runs.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only the answer.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON result (status, answer, run_id, trace, steps, usage) and nothing else.")
+@click.option("--stream/--no-stream", default=None, help="Stream the model's text as it arrives.")
+@click.option("--trace-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory of run traces (default .thinkflow/runs).")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Override loop.max_steps.")
+@click.option("--var", "variables", multiple=True, metavar="KEY=VALUE", help="Prompt template variable (repeatable).")
+def run(agent_file: Path, task: tuple[str, ...], model: str | None, yes: bool, session_name: str | None,
+        quiet: bool, as_json: bool, stream: bool | None, trace_dir: Path | None, max_steps: int | None,
+        variables: tuple[str, ...]) -> None:
+    """Run the agent in AGENT.yaml on TASK, or chat with it when TASK is left out.
+
+    TASK may be several words; "-" reads it from standard input. In chat, each line is a turn of the same
+    session (a new one unless --session is given); type /exit (or Ctrl-D) to leave.
+    """
+    try:
+        _run_command(agent_file, task, model, yes, session_name, quiet, as_json, stream, trace_dir, max_steps,
+                     variables)
+    except KeyboardInterrupt:  # outside a run (the loop itself saves and returns "interrupted")
+        raise SystemExit(EXIT_INTERRUPTED) from None
+
+
+def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, stream, trace_dir, max_steps,
+                 variables) -> None:
+    from ..errors import ModelError, SessionError
+
+    prompt_vars = _parse_vars(variables)
+    text = " ".join(task).strip()
+    if text == "-":
+        text = sys.stdin.read().strip()
+        if not text:
+            raise click.UsageError("no task on standard input")
+    chat = not text
+    if chat and as_json:
+        raise click.UsageError("--json needs a TASK (chat is interactive)")
+    out = _Output(quiet=quiet, as_json=as_json)
+    if session_name is not None:
+        from ..session import check_name
+
+        try:
+            check_name(session_name)
+        except SessionError as error:
+            raise click.BadParameter(str(error), param_hint="--session") from None
+    spec, agent, view = _prepare(agent_file, out, model=model, yes=yes, quiet=quiet or as_json, stream=stream,
+                                 prompt_vars=prompt_vars)
+    session = None
+    if session_name is not None or chat:
+        from ..session import Session
+
+        if session_name is None:
+            import time
+
+            session_name = "chat-" + time.strftime("%Y%m%d-%H%M%S")
+        session = Session(spec.name, session_name)
+    try:
+        if chat:
+            code = _chat(agent, session, view, out, trace_dir=trace_dir, max_steps=max_steps, stream=stream)
+        else:
+            result = _run_once(agent, text, session, view, out, trace_dir=trace_dir, max_steps=max_steps,
+                               stream=stream)
+            code = exit_code(result.status)
+    except ModelError as error:  # raised only before the loop could catch it
+        out.fail(EXIT_MODEL, "model_error", str(error))
+    finally:
+        view.close()
+    raise SystemExit(code)
+
+
+def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, prompt_vars):
+    from ..errors import MemoryStoreError, ModelError, PromptError, SpecError, ToolError
+    from ..loader import load_agent
+    from ..tools import choose_approver
+    from .render import LiveView
+
+    try:
+        spec = load_agent(agent_file)
+    except SpecError as error:
+        n = len(error.issues)
+        out.fail(EXIT_CONFIG, "config_error", f"{agent_file}: {n} issue{'s' * (n != 1)}",
+                 [str(i) for i in error.issues])
+    view = LiveView(out.err, quiet=quiet, stream=bool(stream if stream is not None else spec.loop.stream))
+    try:
+        from ..agent import build
+
+        agent = build(spec, model=model, approver=choose_approver(yes=yes), on_progress=view.progress,
+                      prompt_vars=prompt_vars)
+    except (ToolError, PromptError, MemoryStoreError) as error:
+        out.fail(EXIT_CONFIG, "config_error", str(error))
+    except ModelError as error:
+        out.fail(EXIT_MODEL, "model_error", str(error))
+    return spec, agent, view
+
+
+def _run_once(agent: Any, task: str, session: Any, view: Any, out: _Output, **options: Any):
+    from ..errors import PromptError, TraceError
+    from ..loop import run as run_loop
+
+    try:
+        result = run_loop(agent, task, on_event=view, session=session, **options)
+    except PromptError as error:
+        view.close()
+        out.fail(EXIT_CONFIG, "config_error", str(error))
+    except TraceError as error:
+        view.close()
+        out.fail(EXIT_INCOMPLETE, "error", str(error))
+    view.close()
+    if out.as_json:
+        click.echo(json.dumps(result.to_dict(), ensure_ascii=False))
+    elif result.answer:
+        click.echo(result.answer)
+    if session is not None and not out.quiet and not out.as_json:
+        out.err.print(f"[dim]session: {session.name} · trace: {result.trace_path}[/]")
+    elif not out.quiet and not out.as_json and result.trace_path:
+        out.err.print(f"[dim]trace: {result.trace_path}[/]")
+    return result
+
+
+def _chat(agent: Any, session: Any, view: Any, out: _Output, **options: Any) -> int:
+    from rich.markup import escape
+
+    console = out.err
+    console.print(f"[bold]chat with {escape(agent.name)}[/] · session [bold]{escape(session.name)}[/] "
+                  f"(resume with --session {escape(session.name)}) · /exit to leave")
+    code = EXIT_OK
+    while True:
+        try:
+            line = console.input("[bold green]you>[/] ")
+        except EOFError:
+            console.print()
+            return code
+        except KeyboardInterrupt:
+            console.print()
+            return EXIT_INTERRUPTED
+        line = line.strip()
+        if not line:
+            continue
+        if line in ("/exit", "/quit"):
+            return code
+        result = _run_once(agent, line, session, view, out, **options)
+        if result.status == "interrupted":
+            console.print("[yellow](interrupted; the turn was saved; /exit to leave)[/]")
+        code = exit_code(result.status) if result.status != "interrupted" else EXIT_OK
+
+
+COMMANDS = [run]

@@ -1,3 +1,107 @@
-"""Placeholder: this command group is being built."""
+"""``thinkflow trace show RUN | last | list``: read run traces (JSONL files under ``.thinkflow/runs``).
 
-COMMANDS: list = []
+Exit codes: 0 shown; 1 no such trace or unreadable; 2 usage error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+_TRACE_DIR = click.option("--trace-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                          help="Directory of run traces (default .thinkflow/runs).")
+
+
+@click.group(name="trace")
+def trace() -> None:
+    """Inspect run traces: every model request and reply, tool call and observation, with usage and timings."""
+
+
+def _show(path: Path, full: bool, as_json: bool) -> None:
+    from rich.console import Console
+
+    from ..errors import TraceError
+    from ..trace import read_trace
+    from .render import render_trace
+
+    try:
+        events = read_trace(path)
+    except TraceError as error:
+        raise click.ClickException(str(error)) from None
+    if as_json:
+        for event in events:
+            click.echo(json.dumps(event, ensure_ascii=False))
+        return
+    console = Console()
+    console.print(f"[dim]{path}[/]")
+    render_trace(events, console, full=full)
+
+
+@trace.command(name="show")
+@click.argument("run_ref", metavar="RUN")
+@_TRACE_DIR
+@click.option("--full", is_flag=True, help="Also print the exact messages sent and the raw replies.")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSONL events.")
+def show(run_ref: str, trace_dir: Path | None, full: bool, as_json: bool) -> None:
+    """Show the trace of RUN (a run id, a unique prefix of one, or a trace file path)."""
+    from ..errors import TraceError
+    from ..trace import find_trace
+
+    try:
+        path = find_trace(run_ref, trace_dir)
+    except TraceError as error:
+        raise click.ClickException(str(error)) from None
+    _show(path, full, as_json)
+
+
+@trace.command(name="last")
+@_TRACE_DIR
+@click.option("--full", is_flag=True, help="Also print the exact messages sent and the raw replies.")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSONL events.")
+def last(trace_dir: Path | None, full: bool, as_json: bool) -> None:
+    """Show the newest trace."""
+    from ..errors import TraceError
+    from ..trace import latest_trace
+
+    try:
+        path = latest_trace(trace_dir)
+    except TraceError as error:
+        raise click.ClickException(str(error)) from None
+    _show(path, full, as_json)
+
+
+@trace.command(name="list")
+@_TRACE_DIR
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True, help="How many runs.")
+def list_(trace_dir: Path | None, limit: int) -> None:
+    """List recent runs, newest first: run id, agent, status, steps, tokens, task."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..errors import TraceError
+    from ..trace import list_traces, read_trace
+
+    table = Table("run", "agent", "status", "steps", "tokens", "task")
+    for path in list_traces(trace_dir)[:limit]:
+        try:
+            events = read_trace(path)
+        except TraceError:
+            table.add_row(path.stem, "?", "unreadable", "", "", "")
+            continue
+        started = next((e for e in events if e.get("type") == "run_started"), {})
+        finished = next((e for e in reversed(events) if e.get("type") == "run_finished"), {})
+        task = str(started.get("task", ""))
+        table.add_row(
+            path.stem,
+            str(started.get("agent", "?")),
+            str(finished.get("status", "unfinished")),
+            str(finished.get("steps", "")),
+            str((finished.get("usage") or {}).get("total_tokens", "")),
+            task if len(task) <= 60 else task[:57] + "...",
+        )
+    Console().print(table)
+
+
+COMMANDS = [trace]

@@ -1,0 +1,264 @@
+"""Rich rendering of run events: the live view of ``thinkflow run`` and the readable form of ``thinkflow trace show``.
+
+The live view writes to stderr (the answer alone goes to stdout): the model notice, per step the thought, each
+action with its arguments, each observation (shortened), timing and tokens, a spinner while the model thinks,
+warnings and style switches, and a closing summary line.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+OBSERVATION_CHARS = 400
+OBSERVATION_LINES = 8
+THOUGHT_CHARS = 600
+
+STATUS_STYLE = {
+    "completed": "green",
+    "interrupted": "yellow",
+    "model_error": "red",
+    "error": "red",
+}
+
+
+def shorten(text: str, chars: int = OBSERVATION_CHARS, lines: int = OBSERVATION_LINES) -> str:
+    """``text`` cut to at most ``lines`` lines and ``chars`` characters, with a note of what was cut."""
+    text = text.rstrip()
+    parts = text.splitlines()
+    cut_lines = 0
+    if len(parts) > lines:
+        cut_lines = len(parts) - lines
+        text = "\n".join(parts[:lines])
+    if len(text) > chars:
+        text = text[:chars].rstrip() + " …"
+    if cut_lines:
+        text += f"\n… ({cut_lines} more lines)"
+    return text
+
+
+def format_arguments(arguments: Any, chars: int = 300) -> str:
+    """Arguments as compact JSON, shortened to ``chars`` characters."""
+    try:
+        text = json.dumps(arguments, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = str(arguments)
+    return text if len(text) <= chars else text[:chars] + " …"
+
+
+def format_usage(usage: dict[str, Any] | None) -> str:
+    """``"1,234 tokens · $0.0012"`` (cost left out when unknown)."""
+    usage = usage or {}
+    text = f"{int(usage.get('total_tokens') or 0):,} tokens"
+    cost = usage.get("cost_usd")
+    if cost:
+        text += f" · ${cost:.4f}"
+    return text
+
+
+class LiveView:
+    """Renders events as they happen. Call it with each event (it is the loop's ``on_event``).
+
+    Args:
+        console: where to draw (default: a stderr console).
+        quiet: draw nothing (``--quiet``/``--json``).
+        stream: streamed model text is printed as it arrives.
+    """
+
+    def __init__(self, console: Console | None = None, *, quiet: bool = False, stream: bool = False):
+        self.console = console or Console(stderr=True)
+        self.quiet = quiet
+        self.stream = stream
+        self._status = None
+        self._streaming = False
+        self._step_started: dict[int, float] = {}
+
+    # ---------------------------------------------------------------------------------------------- spinner
+    def _spin(self, text: str) -> None:
+        self._stop_spin()
+        if self.console.is_terminal:
+            self._status = self.console.status(text, spinner="dots")
+            self._status.start()
+
+    def _stop_spin(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def _end_stream(self) -> None:
+        if self._streaming:
+            self.console.print()
+            self._streaming = False
+
+    def close(self) -> None:
+        """Stop the spinner (call when the run ends or fails)."""
+        self._stop_spin()
+        self._end_stream()
+
+    # ---------------------------------------------------------------------------------------------- lines
+    def progress(self, line: str) -> None:
+        """A progress line (embedded model assembly and loading)."""
+        if not self.quiet:
+            self._stop_spin()
+            self.console.print(f"[dim]{escape(line)}[/]")
+
+    def __call__(self, event: Any) -> None:
+        if self.quiet:
+            return
+        kind = getattr(event, "type", "")
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is not None:
+            handler(event)
+
+    def _on_run_started(self, e: Any) -> None:
+        if e.notice:
+            self.console.print(f"[cyan]{escape(e.notice)}[/]")
+        where = f" · session [bold]{escape(e.session)}[/] ({e.history} messages)" if e.session else ""
+        self.console.print(f"[bold]{escape(e.agent)}[/] · {escape(e.model or '?')} · {e.style} style{where}")
+
+    def _on_model_request(self, e: Any) -> None:
+        self._step_started[e.step] = e.time
+        self._spin(f"step {e.step}: thinking…")
+
+    def _on_text_delta(self, e: Any) -> None:
+        if not self.stream:
+            return
+        self._stop_spin()
+        self._streaming = True
+        self.console.print(e.text, end="", markup=False, highlight=False, soft_wrap=True)
+
+    def _on_model_replied(self, e: Any) -> None:
+        self._stop_spin()
+        self._end_stream()
+        seconds = e.latency_s or max(0.0, e.time - self._step_started.get(e.step, e.time))
+        usage = e.usage or {}
+        self.console.print(
+            f"[dim]── step {e.step} · {seconds:.1f} s · {int(usage.get('prompt_tokens') or 0):,} in / "
+            f"{int(usage.get('completion_tokens') or 0):,} out tokens[/]"
+        )
+        if e.thought:
+            self.console.print(f"[italic]{escape(shorten(e.thought, THOUGHT_CHARS))}[/]")
+        action = e.action or {}
+        if action.get("kind") == "error":
+            self.console.print(f"[yellow]unusable reply ({escape(action.get('error_kind', ''))}): "
+                               f"{escape(shorten(action.get('error', ''), 200))}[/]")
+
+    def _on_tool_called(self, e: Any) -> None:
+        self.console.print(f"[bold blue]→ {escape(e.name)}[/] {escape(format_arguments(e.arguments))}")
+
+    def _on_tool_returned(self, e: Any) -> None:
+        color = "green" if e.status == "ok" else "yellow" if e.status in ("skipped", "denied", "invalid") else "red"
+        took = f" · {e.duration_s:.2f} s" if e.duration_s else ""
+        self.console.print(f"[{color}]← {escape(e.name)} {e.status}{took}[/]")
+        if e.observation:
+            self.console.print(escape(shorten(e.observation)), style="dim", highlight=False)
+
+    def _on_style_switched(self, e: Any) -> None:
+        self.console.print(f"[yellow]switched from {e.from_style} to {e.to_style} style: {escape(e.reason)}[/]")
+
+    def _on_warning(self, e: Any) -> None:
+        self._stop_spin()
+        self.console.print(f"[yellow]warning: {escape(e.message)}[/]")
+
+    def _on_memory_recalled(self, e: Any) -> None:
+        n = len(e.memories)
+        self.console.print(f"[dim]recalled {n} memor{'y' if n == 1 else 'ies'}[/]")
+
+    def _on_summary(self, e: Any) -> None:
+        self.console.print(f"[dim]summarized {e.replaced_messages} older messages[/]")
+
+    def _on_plan_created(self, e: Any) -> None:
+        title = "plan" if not e.revision else f"revised plan ({e.revision})"
+        self.console.print(f"[bold]{title}[/]")
+        for i, step in enumerate(e.steps, 1):
+            self.console.print(f"  ☐ {i}. {escape(str(step.get('instruction', step)))}")
+
+    def _on_step_outcome(self, e: Any) -> None:
+        mark = "☑" if e.status == "completed" else "☒"
+        self.console.print(f"  {mark} {e.index}. {escape(e.instruction)} [dim]({e.status})[/]")
+
+    def _on_run_finished(self, e: Any) -> None:
+        self.close()
+        color = STATUS_STYLE.get(e.status, "yellow")
+        line = (f"[{color}]{e.status}[/] · {e.steps} step{'s' * (e.steps != 1)} · {e.tool_calls} tool "
+                f"call{'s' * (e.tool_calls != 1)} · {format_usage(e.usage)} · {e.duration_s:.1f} s")
+        self.console.print(line)
+        if e.error and e.status != "completed":
+            self.console.print(f"[{color}]{escape(e.error)}[/]")
+
+
+# ------------------------------------------------------------------------------------------------ trace show
+
+
+def render_trace(events: Iterable[dict[str, Any]], console: Console, *, full: bool = False) -> None:
+    """Print a trace readably: header, then per step the request size, thought, actions and observations, then
+    the outcome. ``full`` also prints the exact messages sent and the raw replies."""
+    for e in events:
+        kind = e.get("type")
+        if kind == "run_started":
+            table = Table.grid(padding=(0, 2))
+            for key in ("run_id", "agent", "model", "style", "session", "task"):
+                if e.get(key):
+                    table.add_row(f"[bold]{key}[/]", escape(str(e[key])))
+            if e.get("notice"):
+                table.add_row("[bold]notice[/]", escape(e["notice"]))
+            console.print(Panel(table, title="run", expand=False))
+        elif kind == "model_request":
+            msgs = e.get("messages") or []
+            console.print(f"\n[bold]step {e.get('step')}[/] [dim]· {len(msgs)} messages sent · {e.get('style')} style[/]")
+            if full:
+                for m in msgs:
+                    text = m.get("content") or ""
+                    calls = m.get("tool_calls")
+                    if calls:
+                        text += "\n" + json.dumps(calls, ensure_ascii=False)
+                    console.print(f"[magenta]{m.get('role')}[/]: {escape(text)}", highlight=False)
+        elif kind == "model_replied":
+            usage = e.get("usage") or {}
+            console.print(f"[dim]reply · {e.get('latency_s', 0):.1f} s · {format_usage(usage)}[/]")
+            if full:
+                console.print(f"[magenta]raw[/]: {escape(e.get('text') or '')}", highlight=False)
+            if e.get("thought"):
+                console.print(f"[italic]{escape(shorten(e['thought'], THOUGHT_CHARS))}[/]")
+            action = e.get("action") or {}
+            if action.get("kind") == "error":
+                console.print(f"[yellow]unusable reply: {escape(action.get('error', ''))}[/]")
+        elif kind == "tool_called":
+            console.print(f"[bold blue]→ {escape(e.get('name', ''))}[/] {escape(format_arguments(e.get('arguments'), 2000 if full else 300))}")
+        elif kind == "tool_returned":
+            color = "green" if e.get("status") == "ok" else "yellow"
+            console.print(f"[{color}]← {escape(e.get('name', ''))} {e.get('status')} · {float(e.get('duration_s') or 0):.2f} s[/]")
+            obs = e.get("observation") or ""
+            console.print(escape(obs if full else shorten(obs)), style="dim", highlight=False)
+        elif kind == "final_answer":
+            console.print(Panel(escape(e.get("text", "")), title="final answer", expand=False))
+        elif kind == "style_switched":
+            console.print(f"[yellow]switched {e.get('from_style')} → {e.get('to_style')}: {escape(e.get('reason', ''))}[/]")
+        elif kind == "warning":
+            console.print(f"[yellow]warning: {escape(e.get('message', ''))}[/]")
+        elif kind == "memory_recalled":
+            console.print(f"[dim]recalled {len(e.get('memories') or [])} memories for: {escape(shorten(e.get('query', ''), 120, 1))}[/]")
+        elif kind == "summary":
+            console.print(f"[dim]summary of {e.get('replaced_messages')} messages: {escape(shorten(e.get('text', ''), 300))}[/]")
+        elif kind == "plan_created":
+            console.print(f"[bold]plan (revision {e.get('revision', 0)})[/]")
+            for i, step in enumerate(e.get("steps") or [], 1):
+                console.print(f"  {i}. {escape(str(step.get('instruction', step)) if isinstance(step, dict) else str(step))}")
+        elif kind == "step_outcome":
+            console.print(f"  plan step {e.get('index')}: {e.get('status')} · {escape(shorten(e.get('result', ''), 200))}")
+        elif kind == "run_finished":
+            status = e.get("status", "")
+            color = STATUS_STYLE.get(status, "yellow")
+            console.print(
+                f"\n[{color}]{status}[/] · {e.get('steps')} steps · {e.get('tool_calls', 0)} tool calls · "
+                f"{format_usage(e.get('usage'))} · {float(e.get('duration_s') or 0):.1f} s"
+            )
+            if e.get("error"):
+                console.print(f"[{color}]{escape(e['error'])}[/]")
+            if status != "completed" and e.get("answer"):
+                console.print(Panel(escape(e["answer"]), title="partial answer", expand=False))

@@ -1,0 +1,266 @@
+"""Typed run events: what the loop reports while it thinks, acts and observes.
+
+Every event is a small dataclass with a class-level ``type`` (the name in the trace) and :meth:`Event.to_dict`
+(JSON-ready, ``{"type": ..., "time": <unix seconds>, ...fields}``). The loop hands each one to the ``on_event``
+callback (the CLI's live view) and to the trace writer. :func:`from_dict` turns a trace line back into its event.
+No I/O happens here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+__all__ = [
+    "Event",
+    "RunStarted",
+    "ModelRequest",
+    "ModelReplied",
+    "TextDelta",
+    "ToolCalled",
+    "ToolReturned",
+    "FinalAnswer",
+    "RunFinished",
+    "StyleSwitched",
+    "Warning",
+    "MemoryRecalled",
+    "Summary",
+    "PlanCreated",
+    "StepOutcome",
+    "EVENT_TYPES",
+    "from_dict",
+]
+
+
+@dataclass
+class Event:
+    """Base of all events. ``time`` is when it happened (unix seconds); ``step`` the 1-based loop step (0 before
+    the first model call); ``run_id`` the run it belongs to (set by the loop)."""
+
+    type: ClassVar[str] = "event"
+    #: False for events too chatty for the trace (streamed text).
+    traced: ClassVar[bool] = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"type": ..., **fields}`` with nested dataclasses turned into dicts."""
+        return {"type": self.type, **dataclasses.asdict(self)}
+
+
+def _now() -> float:
+    return time.time()
+
+
+@dataclass
+class RunStarted(Event):
+    """A run began. ``style`` is the action style in force ("native", "json", "react"); ``notice`` is the model
+    resolution note ("using the embedded local model ..."), or None; ``history`` how many messages came from the
+    session."""
+
+    type: ClassVar[str] = "run_started"
+    run_id: str = ""
+    agent: str = ""
+    task: str = ""
+    model: str = ""
+    style: str = ""
+    session: str | None = None
+    trace_path: str | None = None
+    notice: str | None = None
+    history: int = 0
+    limits: dict[str, Any] = field(default_factory=dict)
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class ModelRequest(Event):
+    """The exact request about to be sent: ``messages`` as OpenAI dicts, ``tools`` the function definitions offered
+    (OpenAI format; native style only), ``response_format`` and ``stop`` as sent."""
+
+    type: ClassVar[str] = "model_request"
+    step: int = 0
+    style: str = ""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    response_format: dict[str, Any] | None = None
+    stop: list[str] = field(default_factory=list)
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class TextDelta(Event):
+    """A piece of streamed model text (live view only; not written to the trace)."""
+
+    type: ClassVar[str] = "text_delta"
+    traced: ClassVar[bool] = False
+    step: int = 0
+    text: str = ""
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class ModelReplied(Event):
+    """The model answered. ``text`` and ``tool_calls`` as returned; ``action`` the parsed action
+    (``{"kind": "tool"|"final"|"error", ...}``); ``thought`` the reasoning found; ``usage`` token counts and cost
+    (USD) of this call; ``latency_s`` seconds; ``raw`` the provider's reply."""
+
+    type: ClassVar[str] = "model_replied"
+    step: int = 0
+    model: str = ""
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str | None = None
+    thought: str = ""
+    action: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+    latency_s: float = 0.0
+    raw: dict[str, Any] | None = None
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class ToolCalled(Event):
+    """A tool call is about to run with these decoded ``arguments``."""
+
+    type: ClassVar[str] = "tool_called"
+    step: int = 0
+    call_id: str = ""
+    name: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class ToolReturned(Event):
+    """A tool call finished. ``status`` ok|error|timeout|denied|invalid (or "skipped" when the loop did not run it:
+    repetition, budget); ``observation`` the text sent to the model; ``data`` the tool's structured facts;
+    ``duration_s`` seconds."""
+
+    type: ClassVar[str] = "tool_returned"
+    step: int = 0
+    call_id: str = ""
+    name: str = ""
+    status: str = ""
+    observation: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class FinalAnswer(Event):
+    """The model gave its final answer (already validated against ``output_schema`` when there is one)."""
+
+    type: ClassVar[str] = "final_answer"
+    step: int = 0
+    text: str = ""
+    thought: str = ""
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class RunFinished(Event):
+    """The run ended. ``status``: completed, max_steps, timeout, budget_exceeded, loop_detected, invalid_output,
+    model_error or interrupted; ``answer`` the final (or best partial) answer; ``usage`` totals; ``duration_s``
+    seconds; ``error`` what went wrong, or None."""
+
+    type: ClassVar[str] = "run_finished"
+    run_id: str = ""
+    status: str = ""
+    answer: str = ""
+    steps: int = 0
+    tool_calls: int = 0
+    usage: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+    error: str | None = None
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class StyleSwitched(Event):
+    """The action style changed for the rest of the run (``auto`` after repeated malformed replies)."""
+
+    type: ClassVar[str] = "style_switched"
+    step: int = 0
+    from_style: str = ""
+    to_style: str = ""
+    reason: str = ""
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class Warning(Event):  # noqa: A001 - the event's name in the trace is "warning"
+    """Something the user should know that did not stop the run (corrupt session moved aside, repetition, ...).
+    ``code`` is a short machine name (``session_corrupt``, ``repetition``, ``empty_reply``, ...)."""
+
+    type: ClassVar[str] = "warning"
+    message: str = ""
+    code: str = ""
+    step: int = 0
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class MemoryRecalled(Event):
+    """Long-term memories recalled for ``query``; ``memories`` as ``{"id", "content", "score", ...}`` dicts."""
+
+    type: ClassVar[str] = "memory_recalled"
+    step: int = 0
+    query: str = ""
+    memories: list[dict[str, Any]] = field(default_factory=list)
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class Summary(Event):
+    """Older turns were replaced by a model-written summary (short-term memory)."""
+
+    type: ClassVar[str] = "summary"
+    step: int = 0
+    text: str = ""
+    replaced_messages: int = 0
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class PlanCreated(Event):
+    """The planner wrote (``revision`` 0) or revised a plan: ``steps`` as ``{"instruction", "tools"}`` dicts."""
+
+    type: ClassVar[str] = "plan_created"
+    revision: int = 0
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    reason: str = ""
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class StepOutcome(Event):
+    """One plan step finished with ``status`` (a run status) and ``result`` text."""
+
+    type: ClassVar[str] = "step_outcome"
+    index: int = 0
+    instruction: str = ""
+    status: str = ""
+    result: str = ""
+    time: float = field(default_factory=_now)
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls
+    for cls in (
+        RunStarted, ModelRequest, TextDelta, ModelReplied, ToolCalled, ToolReturned, FinalAnswer, RunFinished,
+        StyleSwitched, Warning, MemoryRecalled, Summary, PlanCreated, StepOutcome,
+    )
+}
+
+
+def from_dict(data: dict[str, Any]) -> Event | dict[str, Any]:
+    """Rebuild the event a trace line describes; unknown types (or extra keys) come back as the plain dict."""
+    cls = EVENT_TYPES.get(data.get("type", ""))
+    if cls is None:
+        return data
+    names = {f.name for f in dataclasses.fields(cls)}
+    try:
+        return cls(**{k: v for k, v in data.items() if k in names})
+    except TypeError:
+        return data

@@ -1,0 +1,542 @@
+"""The ReAct loop end to end through LiteLLM against the scripted OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from scripted_servers import error, hang, text, tool_calls
+
+from thinkflow import events as ev
+from thinkflow.agent import build
+from thinkflow.loop import run
+from thinkflow.session import Session
+from thinkflow.spec import AgentSpec, LoopSpec, ModelSpec, PromptSpec, ToolRef
+from thinkflow.trace import read_trace
+
+API_KEY = "sk-test-key-0123456789"
+
+
+def make_spec(server, tmp_path: Path, *, style="native", model="openai/test", tools=("calculator",),
+              output_schema=None, secrets=(), **loop) -> AgentSpec:
+    return AgentSpec(
+        name="tester",
+        model=ModelSpec(name=model, api_base=server.url, api_key=API_KEY, num_retries=0, timeout=20),
+        prompt=PromptSpec(text="You are a careful tester named {{ agent_name }}."),
+        tools=tuple(ToolRef(t) for t in tools),
+        workspace=tmp_path,
+        loop=LoopSpec(style=style, **loop),
+        output_schema=output_schema,
+        secrets=tuple(secrets),
+    )
+
+
+def go(spec, task, tmp_path, **kw):
+    events = []
+    kw.setdefault("on_event", events.append)
+    result = run(build(spec), task, trace_dir=tmp_path / "runs", **kw)
+    return result, events
+
+
+def types(events):
+    return [e.type for e in events]
+
+
+# ------------------------------------------------------------------------------------------------ completing
+
+
+def test_native_run_completes_in_three_steps_with_real_tool_output(openai_server, tmp_path):
+    openai_server.push(
+        tool_calls([("calculator", {"expression": "17*23"}, "call_1")]),
+        tool_calls([("calculator", {"expression": "391+9"}, "call_2")]),
+        text("The answer is 400."),
+    )
+    result, events = go(make_spec(openai_server, tmp_path), "What is 17*23+9?", tmp_path)
+    assert result.status == "completed"
+    assert result.answer == "The answer is 400."
+    assert result.steps == 3
+    assert result.tool_calls == 2
+    assert result.usage.total_tokens == 45
+    reqs = openai_server.requests
+    assert len(reqs) == 3
+    assert [t["function"]["name"] for t in reqs[0]["tools"]] == ["calculator"]
+    assert reqs[0]["messages"][0]["role"] == "system"
+    assert reqs[0]["messages"][0]["content"].startswith("You are a careful tester named tester.")
+    assert reqs[0]["messages"][1] == {"role": "user", "content": "What is 17*23+9?"}
+    assert reqs[1]["messages"][-1] == {"role": "tool", "content": "391", "tool_call_id": "call_1", "name": "calculator"}
+    assert reqs[1]["messages"][-2]["tool_calls"][0]["function"]["name"] == "calculator"
+    assert reqs[2]["messages"][-1] == {"role": "tool", "content": "400", "tool_call_id": "call_2", "name": "calculator"}
+    assert types(events) == [
+        "run_started",
+        "model_request", "model_replied", "tool_called", "tool_returned",
+        "model_request", "model_replied", "tool_called", "tool_returned",
+        "model_request", "model_replied", "final_answer",
+        "run_finished",
+    ]
+    trace = read_trace(result.trace_path)
+    assert [e["type"] for e in trace] == types(events)
+    assert trace[-1]["status"] == "completed"
+    assert trace[1]["messages"] == reqs[0]["messages"]
+    assert trace[4]["observation"] == "391"
+    assert trace[2]["usage"]["total_tokens"] == 15
+
+
+def test_react_run_stops_at_observation_and_discards_invented_rest(openai_server, tmp_path):
+    openai_server.push(
+        text('Thought: multiply\nAction: calculator\nAction Input: {"expression": "6*7"}\nObservation: 41\n'
+             "Final Answer: 41"),
+        text("Thought: I have it.\nFinal Answer: 42"),
+    )
+    result, _ = go(make_spec(openai_server, tmp_path, style="react"), "6 times 7?", tmp_path)
+    assert result.status == "completed"
+    assert result.answer == "42"
+    first, second = openai_server.requests
+    assert first["stop"] == ["Observation:"]
+    assert "tools" not in first
+    assert second["messages"][-2] == {
+        "role": "assistant",
+        "content": 'Thought: multiply\nAction: calculator\nAction Input: {"expression": "6*7"}',
+    }
+    assert second["messages"][-1] == {"role": "user", "content": "Observation: 42"}
+
+
+def test_json_style_with_schema_response_format(openai_server, tmp_path):
+    openai_server.push(
+        text('{"thought": "add", "action": "calculator", "action_input": {"expression": "2+3"}}'),
+        text('{"thought": "done", "action": "final_answer", "action_input": "5"}'),
+    )
+    spec = make_spec(openai_server, tmp_path, style="json", model="openai/gpt-4o-mini")
+    result, _ = go(spec, "2+3?", tmp_path)
+    assert result.status == "completed"
+    assert result.answer == "5"
+    first, second = openai_server.requests
+    schema = first["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["action"]["enum"] == ["calculator", "final_answer"]
+    assert second["messages"][-1] == {"role": "user", "content": "Observation: 5"}
+
+
+def test_tool_call_written_as_text_is_recovered(openai_server, tmp_path):
+    openai_server.push(
+        text('<tool_call>\n{"name": "calculator", "arguments": {"expression": "10/4"}}\n</tool_call>'),
+        text("It is 2.5."),
+    )
+    result, events = go(make_spec(openai_server, tmp_path), "10/4?", tmp_path)
+    assert result.status == "completed"
+    assert result.answer == "It is 2.5."
+    tool_msg = openai_server.requests[1]["messages"][-1]
+    assert tool_msg["role"] == "tool"
+    assert tool_msg["content"] == "2.5"
+    returned = [e for e in events if e.type == "tool_returned"]
+    assert returned[0].status == "ok"
+
+
+def test_several_native_calls_all_run_in_order(openai_server, tmp_path):
+    openai_server.push(
+        tool_calls([
+            ("calculator", {"expression": "1+1"}, "a"),
+            ("calculator", {"expression": "2+2"}, "b"),
+            ("calculator", {"expression": "3+3"}, "c"),
+        ]),
+        text("2, 4 and 6"),
+    )
+    result, _ = go(make_spec(openai_server, tmp_path), "three sums", tmp_path)
+    assert result.status == "completed"
+    assert result.tool_calls == 3
+    tail = openai_server.requests[1]["messages"][-3:]
+    assert [(m["tool_call_id"], m["content"]) for m in tail] == [("a", "2"), ("b", "4"), ("c", "6")]
+
+
+def test_unknown_tool_and_bad_arguments_become_observations(openai_server, tmp_path):
+    openai_server.push(
+        tool_calls([("web_search", {"q": "x"}, "u1"), ("calculator", "{not json", "u2")]),
+        text("done"),
+    )
+    result, _ = go(make_spec(openai_server, tmp_path), "x", tmp_path)
+    assert result.status == "completed"
+    unknown, bad = openai_server.requests[1]["messages"][-2:]
+    assert unknown["tool_call_id"] == "u1"
+    assert unknown["content"].startswith("unknown tool 'web_search'")
+    assert "available tools: calculator" in unknown["content"]
+    assert bad["tool_call_id"] == "u2"
+    assert bad["content"].startswith("invalid arguments for tool 'calculator': ")
+    assert bad["content"].endswith("Expected a JSON object with: expression (string, required).")
+    assert result.tool_calls == 0
+
+
+# ------------------------------------------------------------------------------------------------ limits
+
+
+def test_max_steps_ends_with_partial_answer(openai_server, tmp_path):
+    openai_server.push(
+        tool_calls([("calculator", {"expression": "1+1"}, "c1")]),
+        tool_calls([("calculator", {"expression": "2+2"}, "c2")]),
+    )
+    result, events = go(make_spec(openai_server, tmp_path, max_steps=2), "count", tmp_path)
+    assert result.status == "max_steps"
+    assert result.steps == 2
+    assert result.error == "reached max_steps (2) without a final answer"
+    assert result.answer == "No final answer was reached. Last result (calculator): 4"
+    assert events[-1].type == "run_finished" and events[-1].status == "max_steps"
+    assert len(openai_server.requests) == 2
+
+
+def test_repetition_warns_once_then_loop_detected(openai_server, tmp_path):
+    same = {"expression": "5*5"}
+    openai_server.push(*[tool_calls([("calculator", dict(same), f"r{i}")]) for i in range(4)])
+    result, events = go(make_spec(openai_server, tmp_path), "square", tmp_path)
+    assert result.status == "loop_detected"
+    assert result.steps == 4
+    assert result.tool_calls == 2  # the third call got the warning instead of running, the fourth ended the run
+    warning_obs = openai_server.requests[3]["messages"][-1]["content"]
+    assert warning_obs.startswith(
+        "Warning: you called 'calculator' with the same arguments 3 times in a row; this call was not run again."
+    )
+    assert "The last result was:\n25" in warning_obs
+    assert result.error == "the model kept calling 'calculator' with the same arguments after a warning"
+    assert [e.code for e in events if e.type == "warning"] == ["repetition"]
+
+
+def test_ping_pong_is_caught(openai_server, tmp_path):
+    a, b = {"expression": "1+1"}, {"expression": "2+2"}
+    openai_server.push(*[tool_calls([("calculator", dict(a if i % 2 == 0 else b), f"p{i}")]) for i in range(7)])
+    result, _ = go(make_spec(openai_server, tmp_path), "dither", tmp_path)
+    assert result.status == "loop_detected"
+    assert result.steps == 7
+    assert openai_server.requests[6]["messages"][-1]["content"].startswith(
+        "Warning: you keep alternating between 'calculator' and 'calculator' with the same arguments"
+    )
+    assert "alternating" in result.error
+
+
+def test_token_budget(openai_server, tmp_path):
+    openai_server.push(
+        tool_calls([("calculator", {"expression": "1+1"})], usage=(10, 5)),
+        tool_calls([("calculator", {"expression": "2+2"})], usage=(10, 5)),
+        text("never reached"),
+    )
+    result, _ = go(make_spec(openai_server, tmp_path, max_tokens=20), "x", tmp_path)
+    assert result.status == "budget_exceeded"
+    assert result.steps == 2
+    assert result.error == "token budget of 20 tokens used up (30 tokens)"
+    assert openai_server.remaining == 1
+
+
+def test_tool_call_budget(openai_server, tmp_path):
+    openai_server.push(tool_calls([("calculator", {"expression": "1+1"}, "a"), ("calculator", {"expression": "2"}, "b")]))
+    result, events = go(make_spec(openai_server, tmp_path, max_tool_calls=1), "x", tmp_path)
+    assert result.status == "budget_exceeded"
+    assert result.tool_calls == 1
+    assert result.error == "tool-call budget of 1 calls used up"
+    returned = [e for e in events if e.type == "tool_returned"]
+    assert [(e.status, e.observation) for e in returned] == [
+        ("ok", "2"), ("skipped", "not run: tool-call budget of 1 calls used up")
+    ]
+
+
+def test_cost_budget_with_known_prices(openai_server, tmp_path):
+    openai_server.push(
+        tool_calls([("calculator", {"expression": "1+1"})], usage=(100_000, 10_000)),
+        text("never reached"),
+    )
+    spec = make_spec(openai_server, tmp_path, model="openai/gpt-4o-mini", max_cost=0.001)
+    result, _ = go(spec, "x", tmp_path)
+    assert result.status == "budget_exceeded"
+    assert result.usage.cost_usd is not None and result.usage.cost_usd > 0.001
+    assert result.error.startswith("cost budget of $0.0010 used up")
+
+
+def test_run_timeout_while_model_hangs(openai_server, tmp_path):
+    openai_server.push(hang())
+    result, _ = go(make_spec(openai_server, tmp_path, timeout=0.5), "x", tmp_path)
+    assert result.status == "timeout"
+    assert result.error == "the run timed out after 0.5 s while waiting for the model"
+
+
+def test_model_error(openai_server, tmp_path):
+    openai_server.push(error(500, "boom"))
+    result, events = go(make_spec(openai_server, tmp_path), "x", tmp_path)
+    assert result.status == "model_error"
+    assert result.error
+    assert events[-1].status == "model_error"
+
+
+# ------------------------------------------------------------------------------------------------ replies
+
+
+def test_empty_replies_are_nudged_then_fail(openai_server, tmp_path):
+    openai_server.push(text(""), text(None), text("   "))
+    result, events = go(make_spec(openai_server, tmp_path, max_empty_replies=2), "x", tmp_path)
+    assert result.status == "model_error"
+    assert result.error == "model returned empty output 3 times"
+    assert openai_server.requests[1]["messages"][-1]["content"].startswith("Your last reply was empty. ")
+    assert [e.code for e in events if e.type == "warning"] == ["empty_reply", "empty_reply"]
+
+
+def test_empty_reply_then_answer(openai_server, tmp_path):
+    openai_server.push(text(""), text("fine"))
+    result, _ = go(make_spec(openai_server, tmp_path), "x", tmp_path)
+    assert (result.status, result.answer, result.steps) == ("completed", "fine", 2)
+
+
+def test_empty_text_with_tool_call_runs_it(openai_server, tmp_path):
+    openai_server.push(tool_calls([("calculator", {"expression": "9-1"}, "e")], content=""), text("8"))
+    result, _ = go(make_spec(openai_server, tmp_path), "x", tmp_path)
+    assert result.status == "completed"
+    assert openai_server.requests[1]["messages"][-1]["content"] == "8"
+
+
+def test_react_format_error_is_sent_back(openai_server, tmp_path):
+    openai_server.push(text("I think it is 4"), text("Final Answer: 4"))
+    result, _ = go(make_spec(openai_server, tmp_path, style="react"), "2+2", tmp_path)
+    assert result.status == "completed"
+    second = openai_server.requests[1]["messages"]
+    assert second[-2] == {"role": "assistant", "content": "I think it is 4"}
+    assert second[-1]["content"].startswith(
+        "Your last reply could not be used: no 'Action:' or 'Final Answer:' line was found\nUse exactly this format:"
+    )
+
+
+def test_auto_switches_style_after_two_malformed_replies(openai_server, tmp_path):
+    openai_server.push(
+        tool_calls([("calculator", "sum of one and two", "m1")]),
+        tool_calls([("calculator", "one plus two", "m2")]),
+        text('{"thought": "ok", "action": "calculator", "action_input": {"expression": "1+2"}}'),
+        text("no json at all"),
+        text("still none"),
+        text("Final Answer: 3"),
+    )
+    spec = make_spec(openai_server, tmp_path, style="auto", model="openai/gpt-4o-mini")
+    result, events = go(spec, "1+2", tmp_path)
+    assert result.status == "completed"
+    assert result.answer == "3"
+    assert result.style == "react"
+    switches = [(e.from_style, e.to_style) for e in events if e.type == "style_switched"]
+    assert switches == [("native", "json"), ("json", "react")]
+    reqs = openai_server.requests
+    assert "tools" in reqs[0] and "tools" in reqs[1]
+    assert "tools" not in reqs[2]
+    assert reqs[2]["response_format"]["type"] == "json_schema"
+    # the native tool traffic was rewritten as text for the json style
+    assert all(m["role"] != "tool" for m in reqs[2]["messages"])
+    assert reqs[3]["messages"][-1] == {"role": "user", "content": "Observation: 3"}
+    assert reqs[5]["stop"] == ["Observation:"]
+    trace = read_trace(result.trace_path)
+    recorded = [(e["from_style"], e["to_style"]) for e in trace if e["type"] == "style_switched"]
+    assert recorded == switches
+    assert trace[0]["style"] == "native"
+
+
+# ------------------------------------------------------------------------------------------------ output schema
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"product": {"type": "string"}, "total": {"type": "number"}},
+    "required": ["product", "total"],
+}
+
+
+def test_output_schema_repaired_once(openai_server, tmp_path):
+    openai_server.push(text('{"product": "Widget"}'), text('```json\n{"product": "Widget", "total": 12.5}\n```'))
+    result, _ = go(make_spec(openai_server, tmp_path, output_schema=SCHEMA), "best product?", tmp_path)
+    assert result.status == "completed"
+    assert result.answer == '{"product": "Widget", "total": 12.5}'
+    repair = openai_server.requests[1]["messages"][-1]["content"]
+    assert repair.startswith(
+        "Your final answer does not match the required output schema: at $: 'total' is a required property"
+    )
+
+
+def test_output_schema_gives_up_after_two_repairs(openai_server, tmp_path):
+    openai_server.push(text("Widget"), text('{"product": 1, "total": 2}'), text('{"total": "x"}'))
+    result, _ = go(make_spec(openai_server, tmp_path, output_schema=SCHEMA), "best product?", tmp_path)
+    assert result.status == "invalid_output"
+    assert result.steps == 3
+    assert result.answer == '{"total": "x"}'
+    assert result.error.startswith("the final answer does not match output_schema after 2 repairs: ")
+    assert "'product' is a required property" in result.error
+
+
+# ------------------------------------------------------------------------------------------------ interrupt, trace
+
+
+def test_interrupted_run_keeps_session_and_trace(openai_server, tmp_path):
+    openai_server.push(tool_calls([("calculator", {"expression": "3*3"}, "k")]), text("never"))
+
+    def on_event(event):
+        if event.type == "tool_returned":
+            raise KeyboardInterrupt
+
+    session = Session("tester", "s1", root=tmp_path / "sessions")
+    result, _ = go(make_spec(openai_server, tmp_path), "interrupt me", tmp_path, on_event=on_event, session=session)
+    assert result.status == "interrupted"
+    assert result.answer == ""
+    data = json.loads(session.path.read_text(encoding="utf-8"))
+    assert [(t["task"], t["status"]) for t in data["turns"]] == [("interrupt me", "interrupted")]
+    lines = result.trace_path.read_text(encoding="utf-8").splitlines()
+    parsed = [json.loads(line) for line in lines]
+    assert parsed[-1]["type"] == "run_finished"
+    assert parsed[-1]["status"] == "interrupted"
+    assert "tool_returned" in [p["type"] for p in parsed]
+
+
+def test_trace_redacts_secrets(openai_server, tmp_path):
+    secret = "hunter2-very-secret"
+    openai_server.push(text(f"I will not repeat {secret} or {API_KEY}"))
+    spec = make_spec(openai_server, tmp_path, secrets=(secret,))
+    result, _ = go(spec, f"my password is {secret}, key {API_KEY}", tmp_path)
+    assert result.status == "completed"
+    raw = result.trace_path.read_text(encoding="utf-8")
+    assert secret not in raw
+    assert API_KEY not in raw
+    events = read_trace(result.trace_path)
+    assert events[0]["task"] == "my password is [REDACTED], key [REDACTED]"
+    assert events[1]["messages"][1]["content"] == "my password is [REDACTED], key [REDACTED]"
+    assert events[2]["text"] == "I will not repeat [REDACTED] or [REDACTED]"
+    # the run's own result (shown to the user) is not altered
+    assert result.answer == f"I will not repeat {secret} or {API_KEY}"
+
+
+def test_event_handler_failure_does_not_end_run(openai_server, tmp_path):
+    openai_server.push(text("ok"))
+
+    def broken(event):
+        raise RuntimeError("render bug")
+
+    result, _ = go(make_spec(openai_server, tmp_path), "x", tmp_path, on_event=broken)
+    assert result.status == "completed"
+    warnings = [e for e in read_trace(result.trace_path) if e["type"] == "warning"]
+    assert [w["message"] for w in warnings] == ["the event handler failed: RuntimeError: render bug"]
+
+
+# ------------------------------------------------------------------------------------------------ sessions
+
+
+def test_session_history_continues_in_next_run(openai_server, tmp_path):
+    openai_server.push(text("Noted: your name is Ada."), text("Your name is Ada."))
+    spec = make_spec(openai_server, tmp_path)
+    root = tmp_path / "sessions"
+    first, _ = go(spec, "My name is Ada.", tmp_path, session=Session("tester", "chat", root=root))
+    second, events = go(spec, "What is my name?", tmp_path, session=Session("tester", "chat", root=root))
+    assert (first.status, second.status) == ("completed", "completed")
+    msgs = openai_server.requests[1]["messages"]
+    assert msgs[1:] == [
+        {"role": "user", "content": "My name is Ada."},
+        {"role": "assistant", "content": "Noted: your name is Ada."},
+        {"role": "user", "content": "What is my name?"},
+    ]
+    assert events[0].history == 2
+    stored = json.loads((root / "tester" / "chat.json").read_text(encoding="utf-8"))
+    assert [t["answer"] for t in stored["turns"]] == ["Noted: your name is Ada.", "Your name is Ada."]
+
+
+def test_corrupt_session_moved_aside(openai_server, tmp_path):
+    openai_server.push(text("hello"))
+    root = tmp_path / "sessions"
+    path = root / "tester" / "broken.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"turns": [ {"task": "x"', encoding="utf-8")
+    result, events = go(make_spec(openai_server, tmp_path), "hi", tmp_path,
+                        session=Session("tester", "broken", root=root))
+    assert result.status == "completed"
+    warnings = [e for e in events if e.type == "warning"]
+    assert len(warnings) == 1 and warnings[0].code == "session_corrupt"
+    aside = list(path.parent.glob("broken.corrupt-*"))
+    assert len(aside) == 1
+    assert aside[0].read_text(encoding="utf-8") == '{"turns": [ {"task": "x"'
+    assert warnings[0].message.endswith(f"moved it to {aside[0].name} and started the session afresh")
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    assert [t["task"] for t in stored["turns"]] == ["hi"]
+    assert openai_server.requests[0]["messages"][1:] == [{"role": "user", "content": "hi"}]
+
+
+# ------------------------------------------------------------------------------------------------ streaming, parallel
+
+
+def test_streamed_text_arrives_as_deltas(openai_server, tmp_path):
+    from scripted_servers import stream
+
+    openai_server.push(stream("The answer is forty-two.", chunk=5))
+    result, events = go(make_spec(openai_server, tmp_path), "x", tmp_path, stream=True)
+    assert result.status == "completed"
+    deltas = [e.text for e in events if e.type == "text_delta"]
+    assert len(deltas) > 1
+    assert "".join(deltas) == "The answer is forty-two."
+    assert openai_server.requests[0]["stream"] is True
+    assert "text_delta" not in [e["type"] for e in read_trace(result.trace_path)]
+
+
+class MeetingTool:
+    """Returns only when two calls are inside it at the same time (a barrier): proof that calls ran in parallel."""
+
+    def __init__(self, parallel_safe=True):
+        import threading
+
+        from thinkflow.spec import ToolSpec
+
+        self.barrier = threading.Barrier(2, timeout=2)
+        self.parallel_safe = parallel_safe
+        self.spec = ToolSpec(name="meet", description="Wait for a partner.", kind="python",
+                             parameters=self.parameters())
+
+    def parameters(self):
+        return {"type": "object", "properties": {"who": {"type": "string"}}, "required": ["who"]}
+
+    def run(self, arguments):
+        import threading
+
+        from thinkflow.tools import ToolResult
+
+        try:
+            self.barrier.wait()
+        except threading.BrokenBarrierError:
+            return ToolResult("error", f"{arguments['who']} met nobody")
+        return ToolResult("ok", f"{arguments['who']} met a partner")
+
+
+@pytest.mark.parametrize("parallel_safe", [True, False])
+def test_parallel_safe_calls_run_concurrently(openai_server, tmp_path, parallel_safe):
+    openai_server.push(tool_calls([("meet", {"who": "ann"}, "m1"), ("meet", {"who": "bob"}, "m2")]), text("ok"))
+    agent = build(make_spec(openai_server, tmp_path, tools=()))
+    tool = MeetingTool(parallel_safe)
+    agent.toolbox.add(tool)
+    result = run(agent, "meet", trace_dir=tmp_path / "runs")
+    assert result.status == "completed"
+    tail = [(m["tool_call_id"], m["content"]) for m in openai_server.requests[1]["messages"][-2:]]
+    if parallel_safe:
+        assert tail == [("m1", "ann met a partner"), ("m2", "bob met a partner")]
+    else:  # run one after the other: the first waits alone until its barrier times out
+        assert tail[0] == ("m1", "ann met nobody")
+
+
+# ------------------------------------------------------------------------------------------------ long-term memory
+
+
+@pytest.mark.slow
+def test_long_term_memory_fact_recalled_by_next_run(openai_server, tmp_path):
+    from thinkflow.spec import LongTermSpec, MemorySpec
+
+    fact = "The user's favourite colour is teal."
+    openai_server.push(
+        tool_calls([("remember_fact", {"fact": fact}, "f1")]),
+        text("Noted."),
+        text("Teal."),
+    )
+    base = make_spec(openai_server, tmp_path)
+    spec = AgentSpec(
+        name=base.name, model=base.model, tools=base.tools, workspace=tmp_path, loop=base.loop,
+        prompt=PromptSpec(text="Memories:\n{% for m in memories %}- {{ m.content }}\n{% endfor %}"),
+        memory=MemorySpec(long_term=LongTermSpec(collection="tester", path=tmp_path / "mem",
+                                                 remember=("final_answer", "user_facts"))),
+    )
+    first = run(build(spec), "Remember that my favourite colour is teal.", trace_dir=tmp_path / "runs")
+    assert first.status == "completed"
+    assert openai_server.requests[1]["messages"][-1]["content"] == f"Remembered: {fact}"
+    events = []
+    second = run(build(spec), "What is my favourite colour?", trace_dir=tmp_path / "runs", on_event=events.append)
+    assert second.status == "completed"
+    system = openai_server.requests[2]["messages"][0]["content"]
+    assert f"- {fact}\n" in system
+    assert system.count(fact) == 1
+    recalled = [e for e in events if e.type == "memory_recalled"]
+    assert fact in [m["content"] for m in recalled[0].memories]

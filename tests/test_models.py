@@ -1,0 +1,460 @@
+"""Tests of the model client (thinkflow.models) against the scripted servers, through LiteLLM."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from scripted_servers import error, hang, stream, text, tool_calls
+
+from thinkflow.errors import (
+    AuthenticationError,
+    ContextWindowError,
+    ModelNotFoundError,
+    ModelTimeoutError,
+    ProviderUnavailableError,
+    RateLimitError,
+)
+from thinkflow.messages import Message
+from thinkflow.models import Capabilities, LiteLLMClient, build_client, content_text, resolve_model, retry_after
+from thinkflow.spec import ModelSpec
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+HISTORY = [Message("system", "You are terse."), Message("user", "hi")]
+
+
+class Sleeps(list):
+    """Records retry waits instead of sleeping."""
+
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def openai_client(server, **spec) -> tuple[LiteLLMClient, Sleeps]:
+    sleeps = Sleeps()
+    spec.setdefault("name", "openai/test")
+    spec.setdefault("timeout", 10.0)
+    client = LiteLLMClient(ModelSpec(api_base=server.url, api_key="sk-test-secret-value", **spec), sleep=sleeps)
+    return client, sleeps
+
+
+# --- the scripted servers themselves ----------------------------------------------------------------------------------
+
+def test_scripted_openai_server_is_reached_by_litellm(openai_server):
+    import litellm
+
+    openai_server.push(text("hello", usage=(12, 3)))
+    r = litellm.completion(model="openai/test", api_base=openai_server.url, api_key="x", messages=MESSAGES)
+    assert r.choices[0].message.content == "hello"
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (12, 3)
+    assert openai_server.requests[0]["messages"] == MESSAGES
+
+
+def test_scripted_ollama_server_is_reached_by_litellm(ollama_server):
+    import litellm
+
+    ollama_server.push(text("hola", usage=(7, 2)))
+    r = litellm.completion(model="ollama_chat/test", api_base=ollama_server.url, messages=MESSAGES, num_ctx=4096)
+    assert r.choices[0].message.content == "hola"
+    assert ollama_server.requests[0]["options"] == {"num_ctx": 4096}
+
+
+def test_scripted_server_fails_loudly_when_queue_is_empty(openai_server):
+    import httpx
+
+    r = httpx.post(openai_server.url + "/chat/completions", json={"model": "test", "messages": MESSAGES})
+    assert r.status_code == 500
+    assert r.json()["error"]["message"] == \
+        "scripted server: no scripted reply left for POST /v1/chat/completions (request #1)"
+
+
+# --- text, request building, usage ------------------------------------------------------------------------------------
+
+def test_text_reply_is_normalised_with_usage_and_request_settings(openai_server):
+    openai_server.push(text("  The answer is 42.", usage=(30, 7)))
+    client, _ = openai_client(openai_server, temperature=0.2, max_tokens=64, stop=("Observation:",),
+                              extra={"top_p": 0.5})
+    reply = client.complete(HISTORY, stop=["\nUser:"])
+    assert reply.text == "  The answer is 42."
+    assert reply.tool_calls == []
+    assert reply.finish_reason == "stop"
+    assert reply.model == "openai/test"
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.usage.total_tokens) == (30, 7, 37)
+    assert reply.usage.calls == 1
+    assert reply.usage.cost_usd is None  # openai/test is not in LiteLLM's price map
+    sent = openai_server.requests[0]
+    assert sent["messages"] == [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "hi"}]
+    assert sent["temperature"] == 0.2
+    assert sent["max_tokens"] == 64
+    assert sent["stop"] == ["Observation:", "\nUser:"]
+    assert sent["top_p"] == 0.5
+    headers = openai_server.log[-1][2]
+    assert headers["authorization"] == "Bearer sk-test-secret-value"
+    assert client.usage_total.total_tokens == 37
+
+
+def test_cost_is_recorded_for_a_priced_model(openai_server):
+    import litellm
+
+    openai_server.push(text("ok", usage=(1000, 500)))
+    client, _ = openai_client(openai_server, name="openai/gpt-4o-mini")
+    reply = client.complete(HISTORY)
+    prices = litellm.model_cost["gpt-4o-mini"]
+    expected = 1000 * prices["input_cost_per_token"] + 500 * prices["output_cost_per_token"]
+    assert reply.usage.cost_usd == pytest.approx(expected)
+    assert reply.usage.cost_usd > 0
+
+
+@pytest.mark.parametrize("content, expected", [
+    (None, ""),
+    ("", ""),
+    ("   \n\t", ""),
+])
+def test_content_shapes_become_a_string(openai_server, content, expected):
+    openai_server.push(text(content))
+    client, _ = openai_client(openai_server)
+    assert client.complete(HISTORY).text == expected
+
+
+def test_content_parts_become_a_string():
+    # LiteLLM's OpenAI parser rejects list content, so list replies (Anthropic-style parts) are checked directly
+    parts = [{"type": "text", "text": "part one, "}, {"type": "image_url", "image_url": {}}, "part two"]
+    assert content_text(parts) == "part one, part two"
+    assert content_text([{"type": "text", "text": "  "}]) == ""
+    assert content_text(" x ") == " x "
+
+
+# --- tool calls ---------------------------------------------------------------------------------------------------
+
+TOOLS = [{"type": "function", "function": {"name": "add", "description": "Add two numbers.",
+                                            "parameters": {"type": "object", "properties": {"a": {"type": "number"}}}}}]
+
+
+@pytest.mark.parametrize("args", [
+    {"a": 1, "b": 2},                      # dict (JSON on the wire)
+    '{"a": 1, "b": 2}',                    # JSON string
+    json.dumps(json.dumps({"a": 1, "b": 2})),  # JSON string inside a JSON string
+    "{'a': 1, 'b': 2,}",                   # near-JSON repaired
+])
+def test_tool_call_arguments_in_each_encoding_become_a_dict(openai_server, args):
+    openai_server.push(tool_calls([("add", args)]))
+    client, _ = openai_client(openai_server)
+    reply = client.complete(HISTORY, tools=TOOLS)
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [("add", {"a": 1, "b": 2})]
+    assert reply.finish_reason == "tool_calls"
+    assert reply.argument_errors == {}
+    assert openai_server.requests[0]["tools"] == TOOLS
+
+
+def test_empty_arguments_become_empty_dict(openai_server):
+    openai_server.push(tool_calls([("now", "")]))
+    client, _ = openai_client(openai_server)
+    reply = client.complete(HISTORY)
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [("now", {})]
+    assert reply.argument_errors == {}
+
+
+def test_undecodable_arguments_are_reported_not_silently_emptied(openai_server):
+    openai_server.push(tool_calls([("add", "a=1, b=2", "call_x"), ("add", '{"a": 1', "call_y")]))
+    client, _ = openai_client(openai_server)
+    reply = client.complete(HISTORY)
+    assert [(c.id, c.arguments) for c in reply.tool_calls] == [("call_x", {}), ("call_y", {})]
+    assert reply.argument_errors == {
+        "call_x": "arguments are not JSON: Expecting value at line 1 column 1",
+        "call_y": "arguments are truncated JSON: Expecting ',' delimiter at line 1 column 8",
+    }
+
+
+def test_missing_and_duplicate_tool_call_ids_become_unique(openai_server):
+    openai_server.push(tool_calls([("a", {}, "dup"), ("b", {}, "dup"), ("c", {}, "")]))
+    client, _ = openai_client(openai_server)
+    ids = [c.id for c in client.complete(HISTORY).tool_calls]
+    assert ids[0] == "dup"
+    assert ids[1].startswith("call_1_") and ids[2].startswith("call_2_")
+    assert len(set(ids)) == 3
+
+
+def test_tool_call_history_round_trips_to_the_provider(openai_server):
+    openai_server.push(tool_calls([("add", {"a": 1})]), text("2"))
+    client, _ = openai_client(openai_server)
+    first = client.complete(HISTORY, tools=TOOLS)
+    call = first.tool_calls[0]
+    history = [*HISTORY, first.to_message(), Message("tool", "2", tool_call_id=call.id, name="add")]
+    assert client.complete(history, tools=TOOLS).text == "2"
+    sent = openai_server.requests[1]["messages"]
+    assert sent[2]["tool_calls"][0]["function"] == {"name": "add", "arguments": '{"a": 1}'}
+    assert sent[3] == {"role": "tool", "content": "2", "tool_call_id": call.id, "name": "add"}
+
+
+# --- streaming ----------------------------------------------------------------------------------------------------
+
+def test_streaming_calls_on_text_per_chunk_and_assembles_the_reply(openai_server):
+    openai_server.push(stream("Hello streaming world", chunk=5, calls=[("add", {"a": 1, "b": 2})], usage=(9, 4)))
+    client, _ = openai_client(openai_server)
+    pieces: list[str] = []
+    reply = client.complete(HISTORY, tools=TOOLS, on_text=pieces.append)
+    assert pieces == ["Hello", " stre", "aming", " worl", "d"]
+    assert reply.text == "Hello streaming world"
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [("add", {"a": 1, "b": 2})]
+    assert reply.tool_calls[0].id == "call_scripted_0"
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (9, 4)
+    assert openai_server.requests[0]["stream"] is True
+
+
+def test_streaming_from_ollama(ollama_server):
+    ollama_server.push(stream("abcdef", chunk=2, usage=(5, 3)))
+    client = LiteLLMClient(ModelSpec(name="ollama_chat/qwen", api_base=ollama_server.url, timeout=10))
+    pieces: list[str] = []
+    reply = client.complete(HISTORY, on_text=pieces.append)
+    assert pieces == ["ab", "cd", "ef"]
+    assert reply.text == "abcdef"
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (5, 3)
+
+
+# --- retries, timeouts, fallbacks ----------------------------------------------------------------------------------
+
+def test_429_with_retry_after_is_retried_after_the_given_wait(openai_server):
+    openai_server.push(error(429, "slow down", {"Retry-After": "1"}), text("done"))
+    client, sleeps = openai_client(openai_server)
+    assert client.complete(HISTORY).text == "done"
+    assert sleeps == [1.0]
+    assert len(openai_server.requests) == 2
+
+
+def test_500_then_success_uses_backoff(openai_server):
+    openai_server.push(error(500, "boom"), error(503, "busy"), text("done"))
+    client, sleeps = openai_client(openai_server, num_retries=2)
+    assert client.complete(HISTORY).text == "done"
+    assert len(sleeps) == 2
+    assert 0.5 <= sleeps[0] <= 0.625 and 1.0 <= sleeps[1] <= 1.25
+
+
+def test_rate_limited_after_all_retries(openai_server):
+    openai_server.push(*[error(429, "slow down", {"Retry-After": "2"})] * 3)
+    client, sleeps = openai_client(openai_server, num_retries=2)
+    with pytest.raises(RateLimitError) as info:
+        client.complete(HISTORY)
+    assert str(info.value) == ("openai kept rate-limiting openai/test after 2 retries: slow down "
+                               "(wait and run again, raise model.num_retries, or add model.fallbacks)")
+    assert sleeps == [2.0, 2.0]
+
+
+def test_not_retried_on_client_errors(openai_server):
+    openai_server.push(error(400, "bad tool schema"))
+    client, sleeps = openai_client(openai_server, num_retries=3)
+    with pytest.raises(Exception) as info:
+        client.complete(HISTORY)
+    assert "openai/test rejected the request: bad tool schema" in str(info.value)
+    assert sleeps == [] and len(openai_server.requests) == 1
+
+
+def test_hang_raises_timeout_within_the_set_timeout(openai_server):
+    openai_server.push(hang())
+    client, sleeps = openai_client(openai_server, timeout=1.0, num_retries=2)
+    with pytest.raises(ModelTimeoutError) as info:
+        client.complete(HISTORY)
+    assert str(info.value) == ("openai/test timed out after 1 s "
+                               "(raise model.timeout (seconds) in the agent spec, or use a faster model)")
+    assert sleeps == [] and len(openai_server.requests) == 1  # a timeout is not retried
+
+
+def test_fallback_answers_when_the_main_model_fails(openai_server, ollama_server, monkeypatch):
+    openai_server.push(error(404, {"error": {"message": "The model `test` does not exist",
+                                             "type": "invalid_request_error", "code": "model_not_found"}}))
+    ollama_server.push(text("from fallback"))
+    monkeypatch.setenv("OLLAMA_API_BASE", ollama_server.url)
+    client, _ = openai_client(openai_server, fallbacks=("ollama_chat/backup",))
+    reply = client.complete(HISTORY)
+    assert reply.text == "from fallback"
+    assert reply.model == "ollama_chat/backup"
+    assert ollama_server.requests[0]["model"] == "backup"
+
+
+def test_all_fallbacks_failing_raise_the_main_error(openai_server, monkeypatch):
+    openai_server.push(error(404, "no such model"), error(404, "no such model either"))
+    client, _ = openai_client(openai_server, name="openai/first", fallbacks=("openai/second",))
+    monkeypatch.setenv("OPENAI_API_BASE", openai_server.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    with pytest.raises(ModelNotFoundError) as info:
+        client.complete(HISTORY)
+    assert str(info.value).startswith("openai does not know the model 'openai/first': no such model; "
+                                      "fallbacks failed too: openai/second: openai does not know the model")
+
+
+# --- error messages ------------------------------------------------------------------------------------------------
+
+def test_401_names_the_key_variable_and_hides_the_secret(openai_server):
+    openai_server.push(error(401, "Incorrect API key provided: sk-test-secret-value"))
+    client, sleeps = openai_client(openai_server)
+    with pytest.raises(AuthenticationError) as info:
+        client.complete(HISTORY)
+    assert str(info.value) == ("openai refused the credentials for openai/test: Incorrect API key provided: *** "
+                               "(set OPENAI_API_KEY in the environment, or model.api_key: ${OPENAI_API_KEY})")
+    assert info.value.hint == "set OPENAI_API_KEY in the environment, or model.api_key: ${OPENAI_API_KEY}"
+    assert "sk-test-secret-value" not in str(info.value)
+    assert sleeps == []
+
+
+def test_missing_key_fails_before_any_request(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    client = LiteLLMClient(ModelSpec(name="anthropic/claude-haiku-4-5", num_retries=0))
+    with pytest.raises(AuthenticationError) as info:
+        client.complete(HISTORY)
+    assert info.value.hint == "set ANTHROPIC_API_KEY in the environment, or model.api_key: ${ANTHROPIC_API_KEY}"
+
+
+def test_context_window_exceeded(openai_server):
+    openai_server.push(error(400, {"error": {
+        "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+        "type": "invalid_request_error", "code": "context_length_exceeded"}}))
+    client, sleeps = openai_client(openai_server)
+    with pytest.raises(ContextWindowError) as info:
+        client.complete(HISTORY)
+    assert "maximum context length is 8192 tokens" in str(info.value)
+    assert sleeps == []
+
+
+def test_ollama_not_running_names_the_address():
+    client = LiteLLMClient(ModelSpec(name="ollama_chat/llama3.1", api_base="http://127.0.0.1:9", timeout=5,
+                                     num_retries=1), sleep=Sleeps())
+    with pytest.raises(ProviderUnavailableError) as info:
+        client.complete(HISTORY)
+    assert str(info.value) == ("Ollama is not running at http://127.0.0.1:9 after 1 retry "
+                               "(start it with `ollama serve` or set model.api_base)")
+
+
+def test_unknown_ollama_model_suggests_pull(ollama_server):
+    ollama_server.push(error(404, {"error": "model 'nope' not found, try pulling it first"}))
+    client = LiteLLMClient(ModelSpec(name="ollama_chat/nope", api_base=ollama_server.url, timeout=5))
+    with pytest.raises(ModelNotFoundError) as info:
+        client.complete(HISTORY)
+    assert info.value.hint == "pull it with `ollama pull nope`"
+
+
+def test_unknown_provider():
+    client = LiteLLMClient(ModelSpec(name="foo/bar", timeout=5, num_retries=0))
+    with pytest.raises(ModelNotFoundError) as info:
+        client.complete(HISTORY)
+    assert str(info.value).startswith("unknown provider in model 'foo/bar'")
+
+
+# --- Ollama ------------------------------------------------------------------------------------------------------------
+
+def test_ollama_gets_num_ctx_by_default(ollama_server):
+    ollama_server.push(text("hi", usage=(3, 1)), text("again"))
+    client = LiteLLMClient(ModelSpec(name="ollama_chat/qwen2.5:7b", api_base=ollama_server.url, timeout=10,
+                                     temperature=0.0))
+    reply = client.complete(HISTORY)
+    assert reply.text == "hi"
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (3, 1)
+    sent = ollama_server.requests[0]
+    assert sent["model"] == "qwen2.5:7b"
+    assert sent["options"] == {"num_ctx": 8192, "temperature": 0.0}
+    client2 = LiteLLMClient(ModelSpec(name="ollama_chat/qwen2.5:7b", api_base=ollama_server.url, timeout=10,
+                                      extra={"num_ctx": 32768}))
+    client2.complete(HISTORY)
+    assert ollama_server.requests[1]["options"] == {"num_ctx": 32768}
+
+
+def test_ollama_tool_calls(ollama_server):
+    ollama_server.push(tool_calls([("add", {"a": 1, "b": 2}), ("add", '{"a": 3}')]))
+    client = LiteLLMClient(ModelSpec(name="ollama_chat/qwen2.5:7b", api_base=ollama_server.url, timeout=10))
+    reply = client.complete(HISTORY, tools=TOOLS)
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [("add", {"a": 1, "b": 2}), ("add", {"a": 3})]
+    assert len({c.id for c in reply.tool_calls}) == 2
+    assert reply.usage.cost_usd == 0.0
+    assert ollama_server.requests[0]["tools"] == TOOLS
+
+
+# --- response format, capabilities, tokens --------------------------------------------------------------------------
+
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+
+
+def test_json_schema_is_sent_when_supported(openai_server):
+    openai_server.push(text('{"answer": "x"}'))
+    client, _ = openai_client(openai_server, name="openai/gpt-4o-mini")
+    assert client.capabilities() == Capabilities(function_calling=True, json_schema=True, json_mode=True)
+    client.complete(HISTORY, response_format=SCHEMA)
+    assert openai_server.requests[0]["response_format"]["type"] == "json_schema"
+    assert openai_server.requests[0]["response_format"]["json_schema"]["schema"]["required"] == ["answer"]
+
+
+def test_json_schema_falls_back_to_json_mode_for_unknown_models(openai_server):
+    openai_server.push(text('{"answer": "x"}'))
+    client, _ = openai_client(openai_server)
+    assert client.capabilities() == Capabilities(function_calling=False, json_schema=False, json_mode=True)
+    client.complete(HISTORY, response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMA}})
+    assert openai_server.requests[0]["response_format"] == {"type": "json_object"}
+
+
+def test_local_capabilities():
+    client = LiteLLMClient(ModelSpec(name="local/qwen2.5-coder-1.5b"))
+    assert client.capabilities() == Capabilities(function_calling=False, json_schema=True, json_mode=True)
+
+
+def test_count_tokens():
+    client = LiteLLMClient(ModelSpec(name="openai/gpt-4o-mini"))
+    n = client.count_tokens(HISTORY)
+    assert 5 <= n <= 30
+    assert client.count_tokens([*HISTORY, Message("user", "word " * 200)]) > n + 150
+
+
+# --- model resolution -----------------------------------------------------------------------------------------------
+
+def test_resolve_defaults_to_the_embedded_model_without_keys():
+    spec, notice = resolve_model(ModelSpec(), environ={})
+    assert spec.name == "local/qwen2.5-coder-1.5b"
+    assert notice == ("No model configured and no provider key found: using the embedded local model "
+                      "local/qwen2.5-coder-1.5b.")
+
+
+def test_resolve_picks_the_provider_of_a_key():
+    spec, notice = resolve_model(ModelSpec(), environ={"ANTHROPIC_API_KEY": "sk-ant-zzz", "GROQ_API_KEY": ""})
+    assert spec.name == "anthropic/claude-haiku-4-5"
+    assert notice == "No model configured: using anthropic/claude-haiku-4-5 (ANTHROPIC_API_KEY is set)."
+    assert "sk-ant" not in notice
+
+
+def test_resolve_keeps_a_named_model_and_applies_override():
+    base = ModelSpec(name="ollama_chat/llama3.1", api_base="http://127.0.0.1:11434", temperature=0.3)
+    assert resolve_model(base, environ={}) == (base, None)
+    same, _ = resolve_model(base, override="ollama_chat/qwen2.5:7b", environ={})
+    assert (same.name, same.api_base, same.temperature) == ("ollama_chat/qwen2.5:7b", "http://127.0.0.1:11434", 0.3)
+    other, notice = resolve_model(base, override="openai/gpt-4o-mini", environ={})
+    assert (other.name, other.api_base, notice) == ("openai/gpt-4o-mini", None, None)
+    assert build_client(base, override="openai/gpt-4o-mini").model == "openai/gpt-4o-mini"
+
+
+def test_retry_after_parsing():
+    assert retry_after({"retry-after": "3"}) == 3.0
+    assert retry_after({"retry-after-ms": "250"}) == 0.25
+    assert retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:10 GMT"}, now=1445412480.0) == 10.0
+    assert retry_after({"retry-after": "soon"}) is None
+    assert retry_after({}) is None
+
+
+# --- import hygiene -------------------------------------------------------------------------------------------------
+
+def test_importing_models_does_not_import_litellm_or_touch_the_network(tmp_path):
+    code = (
+        "import socket, sys\n"
+        "def deny(*a, **k): raise SystemExit('network call at import')\n"
+        "socket.socket.connect = deny\n"
+        "socket.create_connection = deny\n"
+        "import thinkflow.models as m\n"
+        "assert 'litellm' not in sys.modules, 'litellm imported eagerly'\n"
+        "assert 'xllamacpp' not in sys.modules\n"
+        "m._litellm()\n"
+        "import os; assert os.environ['LITELLM_LOCAL_MODEL_COST_MAP'] == 'True'\n"
+        "print('ok')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "ok"

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from scripted_servers import error, hang, stream, text, tool_calls
@@ -443,14 +442,20 @@ def test_retry_after_parsing():
 def test_importing_models_does_not_import_litellm_or_touch_the_network(tmp_path):
     code = (
         "import socket, sys\n"
-        "def deny(*a, **k): raise SystemExit('network call at import')\n"
+        "attempts = []\n"
+        "def deny(*a, **k):\n"
+        "    attempts.append(repr(a[1:] or a))\n"
+        "    raise OSError('network call at import')\n"
         "socket.socket.connect = deny\n"
+        "socket.socket.connect_ex = deny\n"
         "socket.create_connection = deny\n"
+        "socket.getaddrinfo = deny\n"
         "import thinkflow.models as m\n"
         "assert 'litellm' not in sys.modules, 'litellm imported eagerly'\n"
         "assert 'xllamacpp' not in sys.modules\n"
         "m._litellm()\n"
         "import os; assert os.environ['LITELLM_LOCAL_MODEL_COST_MAP'] == 'True'\n"
+        "assert attempts == [], attempts\n"
         "print('ok')\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}

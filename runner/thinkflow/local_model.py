@@ -377,15 +377,18 @@ def get_server(model: str, *, on_progress: Progress | None = None, n_ctx: int | 
     Args:
         model: ``local/qwen2.5-coder-1.5b`` or ``local/<path.gguf>``.
         on_progress: progress lines while assembling and loading.
-        n_ctx: context size in tokens (default 8192).
-        threads: CPU threads (default ``os.cpu_count()``).
+        n_ctx: context size in tokens (default 8192; agent spec ``model.extra.n_ctx``).
+        threads: CPU threads (default ``$THINKFLOW_LOCAL_THREADS``, else ``os.cpu_count()``; agent spec
+            ``model.extra.n_threads``). On a machine busy with other work fewer threads than cores can be much
+            faster: llama.cpp's threads synchronise per token and stall when a core is taken.
     Raises LocalModelError.
     """
     global _atexit_registered
     gguf = resolve_gguf(model, on_progress=on_progress)
     name = model[len(LOCAL_PREFIX):] if model.startswith(LOCAL_PREFIX) else model
     alias = name if name in EMBEDDED_MODELS else gguf.stem
-    key = (str(gguf), int(n_ctx or DEFAULT_N_CTX), int(threads or os.cpu_count() or 1))
+    threads = threads or int(os.environ.get("THINKFLOW_LOCAL_THREADS") or 0) or os.cpu_count() or 1
+    key = (str(gguf), int(n_ctx or DEFAULT_N_CTX), int(threads))
     with _servers_lock:
         server = _servers.get(key)
         if server is None:

@@ -21,6 +21,8 @@ Call policy (provider docs + LiteLLM 1.x source):
 * Ollama (``ollama/...``, ``ollama_chat/...``): when ``extra`` has no ``num_ctx`` the client sends
   ``num_ctx = 8192`` because Ollama's default context (2048-4096 tokens depending on version) silently truncates
   long prompts (agent histories with tool results pass that quickly).
+* Embedded model (``local/...``): ``extra.n_ctx`` (default 8192) and ``extra.n_threads`` (default CPU cores) size
+  the in-process llama.cpp server and are not sent with requests; its cost is recorded as 0.0.
 * ``response_format``: a JSON-schema format is sent when LiteLLM says the model supports response schemas (always
   for the embedded model: llama.cpp constrains output with a grammar), downgraded to ``{"type": "json_object"}``
   when only JSON mode is supported, dropped otherwise.

@@ -97,7 +97,8 @@ def build(
     memory_dir: Path | None = None,
     client: Any = None,
 ) -> Agent:
-    """Build the agent ``spec`` describes.
+    """Build the agent ``spec`` describes. Each of ``spec.agents`` becomes a tool taking a ``task``
+    (:class:`thinkflow.delegation.SubAgentTool`; the sub-agent itself is built on its first call).
 
     Args:
         spec: the loaded agent.
@@ -123,6 +124,10 @@ def build(
         resolved, notice = resolve_model(spec.model, override=model)
         client = build_client(spec.model, override=model, on_progress=on_progress)
     toolbox = Toolbox.from_agent(spec, approver=approver)
+    if spec.agents:
+        from .delegation import add_subagents
+
+        add_subagents(toolbox, spec, approver=approver, on_progress=on_progress, memory_dir=memory_dir)
 
     summary_client = client
     st = spec.memory.short_term

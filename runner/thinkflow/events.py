@@ -29,6 +29,9 @@ __all__ = [
     "Summary",
     "PlanCreated",
     "StepOutcome",
+    "PlanRevised",
+    "PlanStepStarted",
+    "SubAgentEvent",
     "EVENT_TYPES",
     "from_dict",
 ]
@@ -235,13 +238,64 @@ class PlanCreated(Event):
 
 @dataclass
 class StepOutcome(Event):
-    """One plan step finished with ``status`` (a run status) and ``result`` text."""
+    """One plan step finished with ``status`` (a run status) and ``result`` text (the step's answer, or its best
+    partial answer). ``index`` is 1-based over the whole run (revised steps continue the numbering); ``error`` says
+    what ended a failed step; ``steps``/``tool_calls``/``usage`` are the step's own model calls, tool calls and
+    tokens/cost (USD)."""
 
     type: ClassVar[str] = "step_outcome"
     index: int = 0
     instruction: str = ""
     status: str = ""
     result: str = ""
+    error: str | None = None
+    steps: int = 0
+    tool_calls: int = 0
+    usage: dict[str, Any] = field(default_factory=dict)
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class PlanStepStarted(Event):
+    """The planner started plan step ``index`` (1-based over the whole run) with this ``instruction`` and the
+    ``tools`` the plan expects it to use."""
+
+    type: ClassVar[str] = "plan_step_started"
+    index: int = 0
+    instruction: str = ""
+    tools: list[str] = field(default_factory=list)
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class PlanRevised(Event):
+    """After a failed step the model revised the rest of the plan (``revision`` 1, 2, ...): ``steps`` (as
+    ``{"instruction", "tools"}`` dicts) replace every step not yet done and are numbered from ``start`` (1-based);
+    ``reason`` is the failed step's status and error."""
+
+    type: ClassVar[str] = "plan_revised"
+    revision: int = 1
+    start: int = 1
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    reason: str = ""
+    time: float = field(default_factory=_now)
+
+
+@dataclass
+class SubAgentEvent(Event):
+    """An event of a sub-agent's run, nested in the parent's trace and live view.
+
+    ``agent`` is the sub-agent (its tool name), ``depth`` its delegation depth (1 for a sub-agent of the top agent),
+    ``parent_agent`` and ``parent_step`` the agent and the loop step whose tool call started it, ``event`` the
+    sub-agent's own event as its ``to_dict()``. Events of deeper sub-agents are forwarded unchanged (one level of
+    nesting per trace line; their ``depth`` tells how deep they are)."""
+
+    type: ClassVar[str] = "subagent_event"
+    agent: str = ""
+    depth: int = 1
+    parent_agent: str = ""
+    parent_step: int = 0
+    event: dict[str, Any] = field(default_factory=dict)
     time: float = field(default_factory=_now)
 
 
@@ -249,7 +303,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls
     for cls in (
         RunStarted, ModelRequest, TextDelta, ModelReplied, ToolCalled, ToolReturned, FinalAnswer, RunFinished,
-        StyleSwitched, Warning, MemoryRecalled, Summary, PlanCreated, StepOutcome,
+        StyleSwitched, Warning, MemoryRecalled, Summary, PlanCreated, StepOutcome, PlanStepStarted, PlanRevised,
+        SubAgentEvent,
     )
 }
 

@@ -26,6 +26,7 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -103,6 +104,41 @@ class RunResult:
             "duration_s": round(self.duration_s, 3),
             "error": self.error,
         }
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The run a tool is being called from (see :func:`current_run`): what a tool that starts a run of its own
+    (a sub-agent) needs to nest in it.
+
+    Attributes:
+        run_id: the run's id.
+        agent: the running agent's name.
+        step: the loop step whose tool call is running (1-based).
+        budget: the run's budget (pass it as ``budget=`` so the nested run's usage counts toward it).
+        emit: hands an event to the run's trace and live view.
+        remaining_s: seconds left before the run's timeout, or None when it has none.
+    """
+
+    run_id: str
+    agent: str
+    step: int
+    budget: Budget
+    emit: Callable[[ev.Event], None]
+    remaining_s: float | None
+
+
+_ACTIVE: ContextVar["_Run | None"] = ContextVar("thinkflow_active_run", default=None)
+
+
+def current_run() -> RunContext | None:
+    """The run whose tool call is executing in this thread (the innermost one when runs nest), or None outside a
+    run. Tools that the loop runs in parallel threads see None (tools that need it are not parallel-safe)."""
+    active = _ACTIVE.get()
+    if active is None:
+        return None
+    return RunContext(run_id=active.run_id, agent=active.spec.name, step=active.steps, budget=active.budget,
+                      emit=active.emit, remaining_s=active._remaining())
 
 
 class _Stop(Exception):
@@ -262,6 +298,13 @@ class _Run:
 
     # ------------------------------------------------------------------------------------------------ start/end
     def execute(self) -> RunResult:
+        token = _ACTIVE.set(self)
+        try:
+            return self._execute_run()
+        finally:
+            _ACTIVE.reset(token)
+
+    def _execute_run(self) -> RunResult:
         from .trace import TraceWriter
 
         if self.write_trace:

@@ -61,6 +61,41 @@ def format_usage(usage: dict[str, Any] | None) -> str:
     return text
 
 
+def subagent_line(event: dict[str, Any]) -> str | None:
+    """One rich-markup line for a sub-agent's event (``SubAgentEvent.event``), or None for events not shown
+    (model requests, summaries, ...)."""
+    kind = event.get("type")
+    if kind == "run_started":
+        return f"started: {escape(shorten(event.get('task', ''), 160, 1))}"
+    if kind == "model_replied" and event.get("thought"):
+        return f"[italic]{escape(shorten(event['thought'], 200, 2))}[/]"
+    if kind == "tool_called":
+        return f"[bold blue]→ {escape(event.get('name', ''))}[/] {escape(format_arguments(event.get('arguments'), 160))}"
+    if kind == "tool_returned":
+        color = "green" if event.get("status") == "ok" else "yellow"
+        return f"[{color}]← {escape(event.get('name', ''))} {event.get('status')}[/]"
+    if kind == "final_answer":
+        return f"answer: {escape(shorten(event.get('text', ''), 200, 2))}"
+    if kind == "warning":
+        return f"[yellow]warning: {escape(event.get('message', ''))}[/]"
+    if kind == "plan_created":
+        return f"plan: {len(event.get('steps') or [])} steps"
+    if kind == "plan_step_started":
+        return f"plan step {event.get('index')}: {escape(event.get('instruction', ''))}"
+    if kind == "step_outcome":
+        return f"plan step {event.get('index')}: {event.get('status')}"
+    if kind == "run_finished":
+        status = event.get("status", "")
+        return (f"[{STATUS_STYLE.get(status, 'yellow')}]{status}[/] · {event.get('steps', 0)} steps · "
+                f"{format_usage(event.get('usage'))}")
+    return None
+
+
+def _subagent_prefix(e: Any) -> str:
+    get = e.get if isinstance(e, dict) else lambda key, default=None: getattr(e, key, default)
+    return f"{'  ' * int(get('depth', 1) or 1)}[magenta]{escape(str(get('agent', '')))}[/] › "
+
+
 class LiveView:
     """Renders events as they happen. Call it with each event (it is the loop's ``on_event``).
 
@@ -182,6 +217,24 @@ class LiveView:
         mark = "☑" if e.status == "completed" else "☒"
         self.console.print(f"  {mark} {e.index}. {escape(e.instruction)} [dim]({e.status})[/]")
 
+    def _on_plan_step_started(self, e: Any) -> None:
+        self.console.print(f"[bold]▶ plan step {e.index}: {escape(e.instruction)}[/]")
+
+    def _on_plan_revised(self, e: Any) -> None:
+        self.console.print(f"[bold]revised plan ({e.revision})[/] [dim]{escape(e.reason)}[/]")
+        for i, step in enumerate(e.steps, e.start):
+            self.console.print(f"  ☐ {i}. {escape(str(step.get('instruction', step)))}")
+
+    def _on_subagent_event(self, e: Any) -> None:
+        inner = e.event or {}
+        if inner.get("type") == "model_request":
+            self._spin(f"{e.agent}: step {inner.get('step')}: thinking…")
+            return
+        line = subagent_line(inner)
+        if line is not None:
+            self._stop_spin()
+            self.console.print(_subagent_prefix(e) + line, highlight=False)
+
     def _on_run_finished(self, e: Any) -> None:
         self.close()
         color = STATUS_STYLE.get(e.status, "yellow")
@@ -251,6 +304,16 @@ def render_trace(events: Iterable[dict[str, Any]], console: Console, *, full: bo
                 console.print(f"  {i}. {escape(str(step.get('instruction', step)) if isinstance(step, dict) else str(step))}")
         elif kind == "step_outcome":
             console.print(f"  plan step {e.get('index')}: {e.get('status')} · {escape(shorten(e.get('result', ''), 200))}")
+        elif kind == "plan_step_started":
+            console.print(f"\n[bold]plan step {e.get('index')}: {escape(e.get('instruction', ''))}[/]")
+        elif kind == "plan_revised":
+            console.print(f"[bold]plan revision {e.get('revision')}[/] [dim]{escape(e.get('reason', ''))}[/]")
+            for i, step in enumerate(e.get("steps") or [], int(e.get("start") or 1)):
+                console.print(f"  {i}. {escape(str(step.get('instruction', step)) if isinstance(step, dict) else str(step))}")
+        elif kind == "subagent_event":
+            line = subagent_line(e.get("event") or {})
+            if line is not None:
+                console.print(f"{_subagent_prefix(e)}[dim](step {e.get('parent_step')})[/] {line}", highlight=False)
         elif kind == "run_finished":
             status = e.get("status", "")
             color = STATUS_STYLE.get(status, "yellow")

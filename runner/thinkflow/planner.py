@@ -1,0 +1,568 @@
+"""Plan-then-execute: the model writes a plan, the loop works through its steps, and a final answer draws on them.
+
+``run(agent, task)`` (same arguments and result as :func:`thinkflow.loop.run`) is used instead of the plain loop when
+the agent declares ``planner: {enabled: true}``:
+
+1. **Plan.** One model call asks for the plan as JSON -- ``{"steps": [{"step": "<instruction>", "tools":
+   ["<tool>", ...]}, ...]}`` (a bare list of steps is accepted too) -- sent with ``response_format`` json_schema
+   when the client's ``capabilities().json_schema`` says the model honours it, else read from the reply's text
+   with :func:`thinkflow.parsing.iter_json_objects`. The steps are validated with :mod:`jsonschema`
+   (:data:`STEP_SCHEMA`); a plan that does not validate is sent back once with the problem; one that still does
+   not becomes a one-step plan (the task itself) with a warning. Steps beyond ``max_plan_steps`` are dropped with
+   a warning; tool names the agent does not have are dropped from a step's ``tools``.
+2. **Steps.** Each step is a bounded :func:`thinkflow.loop.run` (``loop.max_steps`` model calls, the time left of
+   ``loop.timeout``) whose task is the step's instruction with the overall task, the plan and the results of the
+   earlier steps as context; the step's final answer is its result.
+3. **Replan.** When a step ends without completing (``max_steps``, ``loop_detected``, ``invalid_output``) and
+   ``replan: on_failure`` allows it, the model revises the steps not yet done with what it learned -- at most
+   ``max_replans`` times per run; otherwise the run goes on with the next step. A budget, the run's timeout, a
+   model error or Ctrl-C end the whole run (status as for the loop), with the results so far as the partial
+   answer.
+4. **Final answer.** A last bounded loop run gets the task and every step's result and gives the final answer
+   (checked against ``output_schema`` like any final answer); its status is the run's status.
+
+Everything lands in one trace (``<trace_dir>/<run_id>.jsonl``): the run's own ``run_started``/``run_finished``, the
+planning calls (``model_request``/``model_replied`` at step 0), :class:`~thinkflow.events.PlanCreated`,
+:class:`~thinkflow.events.PlanStepStarted`, :class:`~thinkflow.events.StepOutcome`,
+:class:`~thinkflow.events.PlanRevised`, and the step runs' events (their own ``run_started``/``run_finished`` and
+the steps' ``final_answer`` are left out: ``step_outcome`` says how each step ended). One shared
+:class:`~thinkflow.limits.Budget` covers planning, steps and the final answer. Long-term memory is written once,
+for the whole task and its final answer; the step runs neither recall nor remember.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from . import events as ev
+from .errors import ModelError, ThinkFlowError
+from .limits import Budget
+from .loop import RunResult, choose_style
+from .messages import Message, ModelReply
+from .parsing import iter_json_objects
+
+STEP_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "step": {"type": "string", "minLength": 1, "description": "A short, self-contained instruction."},
+        "tools": {"type": "array", "items": {"type": "string"}, "description": "Tools the step expects to use."},
+    },
+    "required": ["step"],
+}
+"""JSON Schema of one plan step as the model writes it."""
+
+FATAL_STATUSES = frozenset({"budget_exceeded", "timeout", "model_error", "interrupted"})
+"""Step statuses that end the whole run (a replan cannot help)."""
+
+MAX_PLAN_REPAIRS = 1
+STEP_RESULT_BYTES = 4000
+"""Each earlier step's result is cut to this many UTF-8 bytes in later steps' context."""
+
+PLAN_INSTRUCTIONS = """\
+You plan before you act. Break the user's task into at most {max_steps} steps, in order. Each step is one short, \
+self-contained instruction that you will carry out later with the tools listed below; each step sees the results \
+of the steps before it, and a final answer is written from all the results. Name in "tools" the tools a step is \
+expected to use (an empty list when none). Keep the plan as short as the task allows.
+
+Tools:
+{tools}
+
+Reply with JSON only, in exactly this form:
+{{"steps": [{{"step": "<instruction>", "tools": ["<tool name>"]}}]}}"""
+
+REPLAN_REQUEST = """\
+Task: {task}
+
+The plan so far:
+{history}
+Steps not done yet:
+{pending}
+
+Step {failed} did not complete. Revise the rest of the plan with what you learned: write the steps still needed \
+to finish the task (at most {max_steps}); they will be numbered from {start}. Reply with JSON only: \
+{{"steps": [...]}} (an empty list when nothing is left to do)."""
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One step of a plan: an ``instruction`` and the ``tools`` it is expected to use."""
+
+    instruction: str
+    tools: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"instruction", "tools"}`` (the form in plan events)."""
+        return {"instruction": self.instruction, "tools": list(self.tools)}
+
+
+@dataclass
+class StepRecord:
+    """A plan step that ran: its 1-based ``index``, the ``step``, the run ``status``, ``result`` text and
+    ``error``."""
+
+    index: int
+    step: PlanStep
+    status: str
+    result: str
+    error: str | None = None
+
+
+def plan_response_format(max_steps: int, *, allow_empty: bool = False) -> dict[str, Any]:
+    """The ``response_format`` asking for ``{"steps": [...]}`` with 1 (0 when ``allow_empty``) to ``max_steps``
+    steps (OpenAI's json_schema form; the object wrapper is needed because the top level must be an object)."""
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "plan",
+            "schema": {
+                "type": "object",
+                "properties": {"steps": {"type": "array", "items": STEP_SCHEMA, "minItems": 0 if allow_empty else 1,
+                                         "maxItems": max_steps}},
+                "required": ["steps"],
+            },
+        },
+    }
+
+
+def _plan_value(text: str) -> Any:
+    """The plan JSON in a reply: the whole text as JSON, else the first object with a ``steps`` (or ``plan``)
+    list, else the step objects found in order (a bare list, fenced or not). None when there is none."""
+    stripped = text.strip()
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError:
+        pass
+    found = [f.value for f in iter_json_objects(stripped)]
+    for value in found:
+        if isinstance(value, dict) and isinstance(value.get("steps", value.get("plan")), list):
+            return value
+    steps = [value for value in found if isinstance(value, dict) and "step" in value]
+    return steps or None
+
+
+def parse_plan(text: str, *, max_steps: int, tool_names: Sequence[str] = (),
+               allow_empty: bool = False) -> tuple[list[PlanStep], str | None, str | None]:
+    """Read a plan from a model reply.
+
+    Args:
+        text: the reply text.
+        max_steps: steps kept at most (the rest are dropped).
+        tool_names: the agent's tools; other names in a step's ``tools`` are dropped (empty: keep all).
+        allow_empty: an empty list is a valid plan (a revision saying nothing is left to do).
+    Returns:
+        ``(steps, problem, note)``: ``problem`` is None when the plan is valid, else what is wrong (for the model);
+        ``note`` says what was dropped (steps past ``max_steps``), or None.
+    """
+    from jsonschema import Draft202012Validator
+
+    value = _plan_value(text)
+    if isinstance(value, dict):
+        value = value.get("steps", value.get("plan"))
+    if not isinstance(value, list):
+        return [], 'no plan found: reply with {"steps": [{"step": "...", "tools": [...]}]}', None
+    value = [{"step": item} if isinstance(item, str) else item for item in value]
+    schema = {"type": "array", "items": STEP_SCHEMA, "minItems": 0 if allow_empty else 1}
+    errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+    if errors:
+        described = []
+        for error in errors[:3]:
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+            described.append(f"steps{where}: {error.message}")
+        return [], "the plan does not match the schema: " + "; ".join(described), None
+    known = set(tool_names)
+    steps = [
+        PlanStep(item["step"].strip(), tuple(t for t in item.get("tools", []) if not known or t in known))
+        for item in value if item["step"].strip()
+    ]
+    if not steps and not allow_empty:
+        return [], "the plan has no steps", None
+    note = None
+    if len(steps) > max_steps:
+        note = f"the plan had {len(steps)} steps; kept the first {max_steps} (max_plan_steps)"
+        steps = steps[:max_steps]
+    return steps, None, note
+
+
+def run(
+    agent: Any,
+    task: str,
+    *,
+    on_event: Callable[[ev.Event], None] | None = None,
+    session: Any = None,
+    trace_dir: str | Path | None = None,
+    write_trace: bool = True,
+    max_steps: int | None = None,
+    stream: bool | None = None,
+    budget: Budget | None = None,
+    run_id: str | None = None,
+) -> RunResult:
+    """Plan ``task``, run the plan's steps, and give a final answer drawing on their results.
+
+    Arguments and result are those of :func:`thinkflow.loop.run` (``max_steps`` and ``stream`` apply to each step
+    run). ``RunResult.steps`` counts every model call (planning included), ``usage`` the whole run's tokens and
+    cost, ``messages`` is the task and the final answer. Raises only what the loop raises (PromptError,
+    TraceError).
+    """
+    return _PlannedRun(agent, task, on_event=on_event, session=session, trace_dir=trace_dir,
+                       write_trace=write_trace, max_steps=max_steps, stream=stream, budget=budget,
+                       run_id=run_id).execute()
+
+
+class _Stop(Exception):
+    def __init__(self, status: str, error: str):
+        super().__init__(error)
+        self.status = status
+        self.error = error
+
+
+class _PlannedRun:
+    """State of one planned run (internal; see :func:`run`)."""
+
+    def __init__(self, agent: Any, task: str, *, on_event, session, trace_dir, write_trace, max_steps, stream,
+                 budget, run_id):
+        from .trace import DEFAULT_TRACE_DIR, new_run_id
+
+        self.agent = agent
+        self.spec = agent.spec
+        self.planner = self.spec.planner
+        self.loop_spec = self.spec.loop
+        self.client = agent.client
+        self.task = task
+        self.on_event = on_event
+        self.session = session
+        self.run_id = run_id or new_run_id()
+        self.trace_path = (Path(trace_dir) if trace_dir else DEFAULT_TRACE_DIR) / f"{self.run_id}.jsonl"
+        self.write_trace = write_trace
+        self.max_steps = max_steps
+        self.stream = stream
+        self.budget = Budget(self.loop_spec.max_tokens, self.loop_spec.max_cost, self.loop_spec.max_tool_calls,
+                             parent=budget)
+        self.trace = None
+        self.started = time.monotonic()
+        timeout = self.loop_spec.timeout
+        self.deadline = self.started + timeout if timeout else None
+        self.model_calls = 0
+        self.tool_calls = 0
+        self.style = ""
+        self.history: list[Message] = []
+        self.done: list[StepRecord] = []
+        self.plan: list[PlanStep] = []
+        self.replans = 0
+        self.caps: Any = None
+        self._final_stage = False  # the final-answer run: its final_answer event is the run's
+        self._handler_failed = False
+
+    # ------------------------------------------------------------------------------------------------ events
+    def emit(self, event: ev.Event) -> None:
+        if self.trace is not None and event.traced:
+            self.trace.write(event)
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event)
+        except KeyboardInterrupt:
+            raise
+        except Exception as error:  # noqa: BLE001 - a broken live view must not end the run
+            if not self._handler_failed:
+                self._handler_failed = True
+                if self.trace is not None:
+                    self.trace.write(ev.Warning(f"the event handler failed: {type(error).__name__}: {error}",
+                                                code="event_handler"))
+
+    def _forward(self, event: ev.Event) -> None:
+        """``on_event`` of the step runs: their events go to this run's trace, except their own start/finish and
+        the steps' final answers (``step_outcome`` reports those)."""
+        if isinstance(event, (ev.RunStarted, ev.RunFinished)):
+            return
+        if isinstance(event, ev.FinalAnswer) and not self._final_stage:
+            return
+        self.emit(event)
+
+    # ------------------------------------------------------------------------------------------------ start/end
+    def execute(self) -> RunResult:
+        from .trace import TraceWriter
+
+        if self.write_trace:
+            self.trace = TraceWriter(self.trace_path, self.agent.secrets)
+        status, answer, error = "model_error", "", None
+        try:
+            try:
+                self._start()
+                self._make_plan()
+                status, answer, error = self._work()
+            except _Stop as stop:
+                status, answer, error = stop.status, self._partial(), stop.error
+            except KeyboardInterrupt:
+                status, answer, error = "interrupted", self._partial(), "interrupted by the user"
+        except BaseException as crash:  # a broken setup (prompt template) or a bug: save, then re-raise
+            self._finish("error", self._partial(), f"{type(crash).__name__}: {crash}")
+            raise
+        return self._finish(status, answer, error)
+
+    def _start(self) -> None:
+        try:
+            caps = self.client.capabilities()
+        except Exception:  # noqa: BLE001 - unknown capabilities: plan from text
+            caps = None
+        self.caps = caps
+        self.style = choose_style(self.loop_spec.style, caps)
+        session_name = None
+        if self.session is not None:
+            session_name = self.session.name
+            self.session.warnings = []
+            self.session.load()
+            self.history = self.session.history()
+        limits = {
+            "max_steps": self.max_steps if self.max_steps is not None else self.loop_spec.max_steps,
+            "timeout": self.loop_spec.timeout,
+            "max_tokens": self.loop_spec.max_tokens,
+            "max_cost": self.loop_spec.max_cost,
+            "max_tool_calls": self.loop_spec.max_tool_calls,
+            "max_plan_steps": self.planner.max_plan_steps,
+            "replan": self.planner.replan,
+            "max_replans": self.planner.max_replans,
+        }
+        self.emit(ev.RunStarted(
+            run_id=self.run_id, agent=self.spec.name, task=self.task, model=str(getattr(self.client, "model", "")),
+            style=self.style, session=session_name, trace_path=str(self.trace_path) if self.trace else None,
+            notice=getattr(self.agent, "notice", None), history=len(self.history), limits=limits,
+        ))
+        if self.session is not None:
+            for message in self.session.warnings:
+                self.emit(ev.Warning(message, code="session_corrupt"))
+
+    def _finish(self, status: str, answer: str, error: str | None) -> RunResult:
+        duration = time.monotonic() - self.started
+        messages = [Message("user", self.task)] + ([Message("assistant", answer)] if answer else [])
+        result = RunResult(
+            status=status, answer=answer, steps=self.model_calls, usage=self.budget.usage, run_id=self.run_id,
+            trace_path=self.trace_path if self.trace else None, error=error, tool_calls=self.tool_calls,
+            style=self.style, duration_s=duration, messages=messages,
+        )
+        if self.session is not None:
+            from .session import Turn
+
+            try:
+                self.session.append(Turn(task=self.task, answer=answer, status=status, run_id=self.run_id,
+                                         messages=[m.to_dict() for m in messages]))
+            except ThinkFlowError as failure:
+                self.emit(ev.Warning(f"the session was not saved: {failure}", code="session_write"))
+        if status == "completed":
+            self._remember(answer)
+        self.emit(ev.RunFinished(
+            run_id=self.run_id, status=status, answer=answer, steps=self.model_calls, tool_calls=self.tool_calls,
+            usage=self.budget.usage.to_dict(), duration_s=round(duration, 3), error=error,
+        ))
+        if self.trace is not None:
+            self.trace.close()
+        return result
+
+    def _remember(self, answer: str) -> None:
+        lt_spec = self.spec.memory.long_term
+        store = getattr(self.agent, "long_term", None)
+        if store is None or lt_spec is None:
+            return
+        from .memory import remember_run
+
+        try:
+            remember_run(store, lt_spec, agent=self.spec.name, session=getattr(self.session, "name", None),
+                         task=self.task, answer=answer, tool_results=[], user_facts=[])
+        except ThinkFlowError as failure:
+            self.emit(ev.Warning(f"memory was not written: {failure}", code="memory_write"))
+
+    def _partial(self) -> str:
+        """The results so far, when the run ends without a final answer."""
+        if not self.done:
+            return ""
+        parts = [f"Step {r.index} ({r.step.instruction}) [{r.status}]: {r.result}" for r in self.done if r.result]
+        if not parts:
+            return ""
+        return "No final answer was reached. Results so far:\n" + "\n".join(parts)
+
+    # ------------------------------------------------------------------------------------------------ model
+    def _remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def _check_limits(self) -> None:
+        remaining = self._remaining()
+        if remaining is not None and remaining <= 0:
+            raise _Stop("timeout", f"the run timed out after {self.loop_spec.timeout:g} s")
+        why = self.budget.exceeded()
+        if why:
+            raise _Stop("budget_exceeded", why)
+
+    def _ask(self, messages: list[Message], response_format: dict[str, Any] | None) -> ModelReply:
+        """One planning call (not a loop step: reported as step 0)."""
+        self._check_limits()
+        self.model_calls += 1
+        self.emit(ev.ModelRequest(step=0, style="plan", messages=[m.to_dict() for m in messages],
+                                  response_format=response_format))
+        try:
+            reply = self.client.complete(messages, response_format=response_format)
+        except ModelError as failure:
+            raise _Stop("model_error", str(failure)) from None
+        self.budget.charge(reply.usage)
+        self.emit(ev.ModelReplied(
+            step=0, model=reply.model, text=reply.text, finish_reason=reply.finish_reason,
+            action={"kind": "plan"}, usage=reply.usage.to_dict(), latency_s=round(reply.latency_s, 3), raw=reply.raw,
+        ))
+        return reply
+
+    def _system(self, max_steps: int) -> str:
+        from .prompts import render_agent_prompt
+
+        described = self.agent.toolbox.describe()
+        runtime = {"tools": described, "memories": [], "agent_name": self.spec.name, "task": self.task}
+        agent_prompt = render_agent_prompt(self.spec.prompt, runtime).strip()
+        tools = "\n".join(f"- {d['name']}: {d.get('description', '')}" for d in described) or "(none)"
+        text = PLAN_INSTRUCTIONS.format(max_steps=max_steps, tools=tools)
+        return f"{agent_prompt}\n\n{text}" if agent_prompt else text
+
+    def _request_plan(self, messages: list[Message], max_steps: int, *,
+                      allow_empty: bool) -> tuple[list[PlanStep], str | None]:
+        """Ask for a plan, sending a bad one back once. Returns ``(steps, problem)``; problem None when valid."""
+        fmt = plan_response_format(max_steps, allow_empty=allow_empty) if getattr(self.caps, "json_schema", False) \
+            else None
+        problem = None
+        for attempt in range(MAX_PLAN_REPAIRS + 1):
+            reply = self._ask(messages, fmt)
+            steps, problem, note = parse_plan(reply.text, max_steps=max_steps, tool_names=self.agent.toolbox.names(),
+                                              allow_empty=allow_empty)
+            if problem is None:
+                if note:
+                    self.emit(ev.Warning(note, code="plan_truncated"))
+                return steps, None
+            if attempt < MAX_PLAN_REPAIRS:
+                self.emit(ev.Warning(f"the plan could not be used: {problem}; asking again", code="plan_invalid"))
+                messages = [*messages, Message("assistant", reply.text),
+                            Message("user", f"Your plan could not be used: {problem}\nReply with the plan again as "
+                                            'JSON only: {"steps": [{"step": "<instruction>", "tools": [...]}]}')]
+        return [], problem
+
+    # ------------------------------------------------------------------------------------------------ plan
+    def _make_plan(self) -> None:
+        limit = self.planner.max_plan_steps
+        messages = [Message("system", self._system(limit)), *self.history, Message("user", f"Task: {self.task}")]
+        steps, problem = self._request_plan(messages, limit, allow_empty=False)
+        reason = ""
+        if problem is not None:
+            reason = f"no usable plan ({problem}); the task is run as a single step"
+            self.emit(ev.Warning(reason, code="plan_invalid"))
+            steps = [PlanStep(self.task)]
+        self.plan = steps
+        self.emit(ev.PlanCreated(revision=0, steps=[s.to_dict() for s in steps], reason=reason))
+
+    def _replan(self, failed: StepRecord, pending: list[PlanStep]) -> list[PlanStep] | None:
+        """The revised rest of the plan, or None when no usable revision came back."""
+        limit = max(1, self.planner.max_plan_steps - len(self.done))
+        history = "\n".join(
+            f"{r.index}. {r.step.instruction} -- {r.status}"
+            + (f" ({r.error})" if r.error and r.status != "completed" else "")
+            + f": {_cut(r.result) or '(no result)'}"
+            for r in self.done
+        )
+        waiting = "\n".join(f"- {s.instruction}" for s in pending) or "(none)"
+        request = REPLAN_REQUEST.format(task=self.task, history=history, pending=waiting, failed=failed.index,
+                                        max_steps=limit, start=failed.index + 1)
+        messages = [Message("system", self._system(limit)), Message("user", request)]
+        steps, problem = self._request_plan(messages, limit, allow_empty=True)
+        if problem is not None:
+            self.emit(ev.Warning(f"the revised plan could not be used ({problem}); keeping the rest of the plan",
+                                 code="plan_invalid"))
+            return None
+        return steps
+
+    # ------------------------------------------------------------------------------------------------ steps
+    def _sub_agent(self) -> Any:
+        """The agent for step and final runs: no long-term memory (written once for the whole run) and the time
+        left of the run's timeout."""
+        spec = self.spec
+        remaining = self._remaining()
+        if remaining is not None:
+            spec = dataclasses.replace(spec, loop=dataclasses.replace(spec.loop, timeout=max(remaining, 0.001)))
+        return dataclasses.replace(self.agent, spec=spec, long_term=None)
+
+    def _run(self, message: str, run_id: str) -> RunResult:
+        from .loop import run as run_loop
+
+        self._check_limits()
+        result = run_loop(self._sub_agent(), message, on_event=self._forward, write_trace=False,
+                          max_steps=self.max_steps, stream=self.stream, budget=self.budget, run_id=run_id)
+        self.model_calls += result.steps
+        self.tool_calls += result.tool_calls
+        self.style = result.style or self.style
+        if result.status == "interrupted":
+            raise KeyboardInterrupt
+        return result
+
+    def _work(self) -> tuple[str, str, str | None]:
+        pending = list(self.plan)
+        index = 0
+        while pending:
+            step = pending.pop(0)
+            index += 1
+            record = self._step(index, step, pending)
+            if record.status == "completed":
+                continue
+            if record.status in FATAL_STATUSES:
+                raise _Stop(record.status, record.error or f"step {index} ended with {record.status}")
+            if self.planner.replan == "on_failure" and self.replans < self.planner.max_replans:
+                revised = self._replan(record, pending)
+                self.replans += 1
+                if revised is not None:
+                    pending = revised
+                    self.emit(ev.PlanRevised(revision=self.replans, start=index + 1,
+                                             steps=[s.to_dict() for s in revised],
+                                             reason=f"step {index} ended with {record.status}: {record.error}"))
+        return self._final()
+
+    def _step(self, index: int, step: PlanStep, pending: Sequence[PlanStep]) -> StepRecord:
+        self.emit(ev.PlanStepStarted(index=index, instruction=step.instruction, tools=list(step.tools)))
+        result = self._run(self._step_message(index, step, pending), f"{self.run_id}.step{index}")
+        record = StepRecord(index, step, result.status, result.answer, result.error)
+        self.done.append(record)
+        self.emit(ev.StepOutcome(index=index, instruction=step.instruction, status=result.status,
+                                 result=result.answer, error=result.error, steps=result.steps,
+                                 tool_calls=result.tool_calls, usage=result.usage.to_dict()))
+        return record
+
+    def _step_message(self, index: int, step: PlanStep, pending: Sequence[PlanStep]) -> str:
+        lines = [f"Overall task: {self.task}", "", "Plan:"]
+        for r in self.done:
+            lines.append(f"{r.index}. {r.step.instruction} ({'done' if r.status == 'completed' else r.status})")
+        lines.append(f"{index}. {step.instruction} (this step)")
+        lines += [f"{index + 1 + k}. {s.instruction}" for k, s in enumerate(pending)]
+        if self.done:
+            lines += ["", "Results of the earlier steps:"]
+            lines += [_result_block(r) for r in self.done]
+        lines += ["", f"Now do step {index} of the plan: {step.instruction}"]
+        if step.tools:
+            lines.append(f"Tools this step is expected to use: {', '.join(step.tools)}.")
+        lines.append("Do only this step, then give its result as your final answer.")
+        return "\n".join(lines)
+
+    def _final(self) -> tuple[str, str, str | None]:
+        lines = [f"Task: {self.task}", "", "You carried out a plan for this task. The results of its steps:"]
+        lines += [_result_block(r) for r in self.done] or ["(no steps ran)"]
+        lines += ["", "Now give the final answer to the task, drawing on these results."]
+        self._final_stage = True
+        result = self._run("\n".join(lines), f"{self.run_id}.final")
+        return result.status, result.answer, result.error
+
+
+def _cut(text: str) -> str:
+    from .tools.output import cap_text
+
+    return cap_text(text.strip(), STEP_RESULT_BYTES)[0]
+
+
+def _result_block(record: StepRecord) -> str:
+    status = "completed" if record.status == "completed" else f"did not complete: {record.status}"
+    if record.error and record.status != "completed":
+        status += f", {record.error}"
+    return f"Step {record.index} -- {record.step.instruction} [{status}]:\n{_cut(record.result) or '(no result)'}"

@@ -36,6 +36,7 @@ from .errors import ModelError, ThinkFlowError
 from .limits import Budget, RepetitionDetector
 from .messages import Message, ModelReply, ToolCall, Usage
 from .parsing import FINAL_ACTION, FinalAnswer, ParseFailure, ToolAction, iter_json_objects, parse_reply
+from .tools.validation import tool_for_prompt
 
 STATUSES = (
     "completed",
@@ -435,11 +436,7 @@ class _Run:
             "agent_name": self.spec.name,
             "task": self.task,
             "style": self.style,
-            "tools": [
-                {"name": d["name"], "description": d.get("description", ""),
-                 "parameters": json.dumps(d.get("parameters") or {}, ensure_ascii=False, sort_keys=True)}
-                for d in described
-            ],
+            "tools": [tool_for_prompt(d) for d in described],
             "output_schema": json.dumps(schema, ensure_ascii=False) if schema else "",
         })
         text = text.strip()

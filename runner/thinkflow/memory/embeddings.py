@@ -12,6 +12,7 @@ similarity.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Sequence
@@ -38,9 +39,12 @@ def canonical_model_name(name: str | None) -> str:
 
 
 def _offline_env() -> None:
-    """Make every Hugging Face library offline and quiet before it is imported."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    """Make every Hugging Face library offline (always) and quiet (unless configured) before it is imported."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    constants = sys.modules.get("huggingface_hub.constants")  # imported earlier (e.g. by litellm): too late for env
+    if constants is not None and hasattr(constants, "HF_HUB_OFFLINE"):
+        constants.HF_HUB_OFFLINE = True
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

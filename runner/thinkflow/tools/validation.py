@@ -61,6 +61,22 @@ def expected_shape(name: str, parameters: dict[str, Any]) -> str:
     return f"{name}({', '.join(parts)})"
 
 
+def tool_for_prompt(described: dict[str, Any]) -> dict[str, Any]:
+    """A tool as the json and react system prompts show it, compact enough for small models' context:
+    ``{"name", "description", "signature": 'query_data(path: string, top?: integer)', "arguments": ["path: CSV
+    file relative to the workspace.", "top: Keep only the first N rows. (default 5)"]}``."""
+    parameters = described.get("parameters") or {}
+    arguments = []
+    for name, schema in (parameters.get("properties") or {}).items():
+        text = schema.get("description", "") if isinstance(schema, dict) else ""
+        if isinstance(schema, dict) and "default" in schema:
+            text = f"{text} (default {json.dumps(schema['default'], ensure_ascii=False)})".strip()
+        if text:
+            arguments.append(f"{name}: {text}")
+    return {"name": described["name"], "description": described.get("description", ""),
+            "signature": expected_shape(described["name"], parameters), "arguments": arguments}
+
+
 def _where(error: Any) -> str:
     path = list(error.absolute_path)
     if not path:

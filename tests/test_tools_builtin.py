@@ -127,6 +127,8 @@ def test_query_data_errors_are_plain(sales):
     bad = b.call("query_data", {"path": "sales.csv", "group_by": "regon", "column": "units"})
     assert (bad.status, bad.text) == ("error", "no column 'regon' (did you mean 'region'?); "
                                                "columns are: region, product, units, price")
+    nocol = b.call("query_data", {"path": "sales.csv", "group_by": "product", "agg": "sum"})
+    assert nocol.text == 'agg \'sum\' needs a column to aggregate: add "column", one of the numeric columns units, price'
     nonnum = b.call("query_data", {"path": "sales.csv", "column": "product", "agg": "sum"})
     assert nonnum.text == f"cannot sum column 'product': it is not numeric ({df['product'].dtype})"
     filt = b.call("query_data", {"path": "sales.csv", "filter": "units is big"})

@@ -129,7 +129,9 @@ def query(df: Any, group_by: str | None = None, column: str | None = None, agg: 
     if group_by or agg:
         agg = agg or ("sum" if column else "count")
         if agg != "count" and column is None:
-            raise DataToolError(f"agg {agg!r} needs a column to aggregate")
+            numeric = [str(c) for c in df.columns if pd.api.types.is_numeric_dtype(df[c])]
+            raise DataToolError(f"agg {agg!r} needs a column to aggregate: add \"column\", one of the numeric "
+                                f"columns {', '.join(numeric) or '(none)'}")
         if column and agg in ("sum", "mean") and not pd.api.types.is_numeric_dtype(df[column]):
             raise DataToolError(f"cannot {agg} column {column!r}: it is not numeric ({df[column].dtype})")
         value_col = f"{agg}_{column}" if column else "count"

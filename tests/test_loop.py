@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from scripted_servers import error, hang, text, tool_calls
 
-from thinkflow import events as ev
 from thinkflow.agent import build
 from thinkflow.loop import run
 from thinkflow.session import Session

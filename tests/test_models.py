@@ -19,7 +19,10 @@ from thinkflow.errors import (
     RateLimitError,
 )
 from thinkflow.messages import Message
-from thinkflow.models import Capabilities, LiteLLMClient, build_client, content_text, resolve_model, retry_after
+from thinkflow.model_errors import retry_after
+from thinkflow.model_replies import content_text
+from thinkflow.models import LiteLLMClient, build_client, resolve_model
+from thinkflow.providers import Capabilities
 from thinkflow.spec import ModelSpec
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -453,7 +456,8 @@ def test_importing_models_does_not_import_litellm_or_touch_the_network(tmp_path)
         "import thinkflow.models as m\n"
         "assert 'litellm' not in sys.modules, 'litellm imported eagerly'\n"
         "assert 'xllamacpp' not in sys.modules\n"
-        "m._litellm()\n"
+        "import thinkflow.providers as p\n"
+        "p.load_litellm()\n"
         "import os; assert os.environ['LITELLM_LOCAL_MODEL_COST_MAP'] == 'True'\n"
         "assert attempts == [], attempts\n"
         "print('ok')\n"

@@ -10,7 +10,8 @@ from scripted_servers import text, tool_calls
 
 from thinkflow.agent import build
 from thinkflow.cli import main
-from thinkflow.planner import parse_plan, PlanStep, run
+from thinkflow.planner import run
+from thinkflow.plans import PlanStep, parse_plan
 from thinkflow.spec import AgentSpec, LoopSpec, ModelSpec, PlannerSpec, PromptSpec, ToolRef
 from thinkflow.trace import read_trace
 

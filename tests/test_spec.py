@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from thinkflow import spec as S
+from thinkflow import specbuild as B
 from thinkflow.schemas import load_schema
 
 # Dataclass fields filled by the loader rather than written in a file.
@@ -82,32 +83,32 @@ def test_schema_defaults_match_dataclass_defaults(cls, schema):
 
 
 def test_agent_defaults_match_schema():
-    built = S.agent_from_dict({"version": 1, "name": "a"})
+    built = B.agent_from_dict({"version": 1, "name": "a"})
     assert (built.description, built.max_depth, built.workspace, built.tools) == ("", 3, Path("."), ())
     assert built.model == S.ModelSpec() and built.loop == S.LoopSpec() and built.memory == S.MemorySpec()
 
 
 def test_model_from_string_and_mapping():
-    assert S.model_from_dict("ollama_chat/qwen2.5:7b") == S.ModelSpec(name="ollama_chat/qwen2.5:7b")
-    m = S.model_from_dict({"name": "x", "fallbacks": ["y"], "stop": ["END"], "timeout": 5, "extra": {"num_ctx": 8}})
+    assert B.model_from_dict("ollama_chat/qwen2.5:7b") == S.ModelSpec(name="ollama_chat/qwen2.5:7b")
+    m = B.model_from_dict({"name": "x", "fallbacks": ["y"], "stop": ["END"], "timeout": 5, "extra": {"num_ctx": 8}})
     assert (m.fallbacks, m.stop, m.timeout, m.extra) == (("y",), ("END",), 5.0, {"num_ctx": 8})
 
 
 def test_tool_from_dict_splits_shell_string_and_resolves_cwd(tmp_path):
-    t = S.tool_from_dict({"name": "t", "description": "d", "kind": "shell", "command": "echo '{a b}' x",
+    t = B.tool_from_dict({"name": "t", "description": "d", "kind": "shell", "command": "echo '{a b}' x",
                           "cwd": "sub/../w", "parameters": {"type": "object"}}, base_dir=tmp_path)
     assert t.command == ("echo", "{a b}", "x") and t.cwd == tmp_path / "w"
-    h = S.tool_from_dict({"name": "h", "description": "d", "kind": "http", "request": {"url": "https://x/{q}",
+    h = B.tool_from_dict({"name": "h", "description": "d", "kind": "http", "request": {"url": "https://x/{q}",
                           "method": "post"}, "response": {"json_path": "a.b"}})
     assert (h.request.method, h.request.url, h.response_json_path) == ("POST", "https://x/{q}", "a.b")
 
 
 def test_memory_paths_resolve_against_the_agent_folder(tmp_path):
-    m = S.memory_from_dict({"long_term": {"collection": "c", "path": "../mem", "remember": ["tool_results"]}},
+    m = B.memory_from_dict({"long_term": {"collection": "c", "path": "../mem", "remember": ["tool_results"]}},
                            base_dir=tmp_path / "agents.d")
     assert m.long_term.path == tmp_path / "mem" and m.long_term.remember == ("tool_results",)
 
 
 def test_tool_ref_rules_become_tuples():
-    ref = S.tool_ref_from_dict({"name": "read_file", "allow": {"path": ["^data/"]}, "confirm": False})
+    ref = B.tool_ref_from_dict({"name": "read_file", "allow": {"path": ["^data/"]}, "confirm": False})
     assert ref == S.ToolRef(name="read_file", confirm=False, allow={"path": ("^data/",)})

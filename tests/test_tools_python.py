@@ -1,9 +1,7 @@
 """Python tools: entry points, the @tool registry, derived schemas, errors, timeouts, output conversion."""
 
 import enum
-import json
 import textwrap
-import time
 from typing import Literal, Optional
 
 import pytest

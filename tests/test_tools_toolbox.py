@@ -1,7 +1,6 @@
 """The Toolbox door: unknown tools, argument validation messages, agent rules, approval, definitions."""
 
 import sys
-from pathlib import Path
 
 from thinkflow.spec import AgentSpec, ToolRef, ToolSpec
 from thinkflow.tools import Toolbox, auto_approver, builtin_specs, terminal_approver

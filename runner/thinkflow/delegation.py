@@ -125,7 +125,7 @@ class SubAgentTool:
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         """Run the sub-agent on ``arguments["task"]``; its final answer is the observation."""
         from .errors import ThinkFlowError
-        from .loop import current_run
+        from .run_context import current_run
 
         task = str(arguments.get("task", "")).strip()
         if not task:

@@ -20,7 +20,8 @@ from . import refs
 from .errors import ConfigIssue, PromptError, SpecError
 from .interpolate import interpolate, redact_issue
 from .schemas import suggest, validate
-from .spec import AgentSpec, SubAgentRef, ToolSpec, agent_from_dict, prompt_from_dict, tool_from_dict
+from .spec import AgentSpec, SubAgentRef, ToolSpec
+from .specbuild import agent_from_dict, prompt_from_dict, tool_from_dict
 from .yamlread import Document, Marks, PathKey, parse_documents, read_text
 
 _VARS = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")

@@ -24,181 +24,21 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from . import events as ev
+from .actions import FinalAnswer, ParseFailure, ToolAction
 from .errors import ModelError, ThinkFlowError
+from .final_output import MAX_OUTPUT_REPAIRS, check_output, repair_request
 from .limits import Budget, RepetitionDetector
-from .messages import Message, ModelReply, ToolCall, Usage
-from .parsing import FINAL_ACTION, FinalAnswer, ParseFailure, ToolAction, iter_json_objects, parse_reply
+from .messages import Message, ModelReply
+from .parsing import parse_reply
+from .run_base import RunBase, RunResult, Stop
+from .run_context import activate
+from .styles import MALFORMED_BEFORE_SWITCH, NEXT_STYLE, choose_style, style_kwargs, textualize
+from .tool_calls import PARTIAL_OBSERVATION_CHARS, admit_calls, execute_calls, observation_messages, shorten
 from .tools.validation import tool_for_prompt
-
-STATUSES = (
-    "completed",
-    "max_steps",
-    "timeout",
-    "budget_exceeded",
-    "loop_detected",
-    "invalid_output",
-    "model_error",
-    "interrupted",
-)
-NEXT_STYLE = {"native": "json", "json": "react"}
-MALFORMED_BEFORE_SWITCH = 2
-MAX_OUTPUT_REPAIRS = 2
-REACT_STOP = ("Observation:",)
-MAX_PARALLEL_TOOLS = 8
-PARTIAL_OBSERVATION_CHARS = 1000
-
-
-@dataclass
-class RunResult:
-    """How a run ended.
-
-    Attributes:
-        status: one of :data:`STATUSES`.
-        answer: the final answer, or the best partial answer ("" when there is none).
-        steps: model calls made.
-        usage: tokens and cost (USD) of the run's model calls.
-        run_id: the run's id (names its trace file).
-        trace_path: the JSONL trace, or None when no trace was written.
-        error: what ended the run early, or None when completed.
-        tool_calls: tool calls run.
-        style: the action style in force at the end.
-        duration_s: wall time in seconds.
-        messages: the run's conversation (task, replies, observations; no system prompt, no session history).
-    """
-
-    status: str
-    answer: str
-    steps: int
-    usage: Usage
-    run_id: str
-    trace_path: Path | None = None
-    error: str | None = None
-    tool_calls: int = 0
-    style: str = ""
-    duration_s: float = 0.0
-    messages: list[Message] = field(default_factory=list, repr=False)
-
-    @property
-    def completed(self) -> bool:
-        """True when the run ended with a final answer."""
-        return self.status == "completed"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The machine-readable result (``thinkflow run --json``)."""
-        return {
-            "status": self.status,
-            "answer": self.answer,
-            "run_id": self.run_id,
-            "trace": str(self.trace_path) if self.trace_path else None,
-            "steps": self.steps,
-            "tool_calls": self.tool_calls,
-            "usage": self.usage.to_dict(),
-            "style": self.style,
-            "duration_s": round(self.duration_s, 3),
-            "error": self.error,
-        }
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """The run a tool is being called from (see :func:`current_run`): what a tool that starts a run of its own
-    (a sub-agent) needs to nest in it.
-
-    Attributes:
-        run_id: the run's id.
-        agent: the running agent's name.
-        step: the loop step whose tool call is running (1-based).
-        budget: the run's budget (pass it as ``budget=`` so the nested run's usage counts toward it).
-        emit: hands an event to the run's trace and live view.
-        remaining_s: seconds left before the run's timeout, or None when it has none.
-    """
-
-    run_id: str
-    agent: str
-    step: int
-    budget: Budget
-    emit: Callable[[ev.Event], None]
-    remaining_s: float | None
-
-
-_ACTIVE: ContextVar["_Run | None"] = ContextVar("thinkflow_active_run", default=None)
-
-
-def current_run() -> RunContext | None:
-    """The run whose tool call is executing in this thread (the innermost one when runs nest), or None outside a
-    run. Tools that the loop runs in parallel threads see None (tools that need it are not parallel-safe)."""
-    active = _ACTIVE.get()
-    if active is None:
-        return None
-    return RunContext(run_id=active.run_id, agent=active.spec.name, step=active.steps, budget=active.budget,
-                      emit=active.emit, remaining_s=active._remaining())
-
-
-class _Stop(Exception):
-    """Ends the loop with a status (internal)."""
-
-    def __init__(self, status: str, error: str):
-        super().__init__(error)
-        self.status = status
-        self.error = error
-
-
-def choose_style(style: str, capabilities: Any) -> str:
-    """The style to start with: ``style`` itself unless "auto"; then native when the model supports function
-    calling, json when it supports JSON-schema output, else react."""
-    if style != "auto":
-        return style
-    if getattr(capabilities, "function_calling", False):
-        return "native"
-    if getattr(capabilities, "json_schema", False):
-        return "json"
-    return "react"
-
-
-def json_action_schema(tool_names: Sequence[str]) -> dict[str, Any]:
-    """The JSON Schema of one json-style reply: ``{"thought", "action" (enum: tools + final_answer),
-    "action_input"}``."""
-    return {
-        "type": "object",
-        "properties": {
-            "thought": {"type": "string"},
-            "action": {"type": "string", "enum": [*tool_names, FINAL_ACTION]},
-            "action_input": {},
-        },
-        "required": ["thought", "action", "action_input"],
-    }
-
-
-def _shorten(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    return f"{text[:head]} [... {len(text) - limit} characters cut ...] {text[len(text) - (limit - head):]}"
-
-
-def textualize(messages: Sequence[Message]) -> list[Message]:
-    """Native tool traffic rewritten as text (for json/react styles): an assistant tool call becomes
-    ``Action: name`` / ``Action Input: {...}`` and a tool message ``Observation: ...`` from the user."""
-    out: list[Message] = []
-    for m in messages:
-        if m.role == "assistant" and m.tool_calls:
-            parts = [m.content.strip()] if m.content.strip() else []
-            for c in m.tool_calls:
-                parts.append(f"Action: {c.name}\nAction Input: {json.dumps(c.arguments, ensure_ascii=False)}")
-            out.append(Message("assistant", "\n".join(parts)))
-        elif m.role == "tool":
-            out.append(Message("user", f"Observation: {m.content}"))
-        else:
-            out.append(m)
-    return out
 
 
 def run(
@@ -236,33 +76,17 @@ def run(
                 max_steps=max_steps, stream=stream, budget=budget, run_id=run_id).execute()
 
 
-class _Run:
+class _Run(RunBase):
     """State of one run (internal; see :func:`run`)."""
 
     def __init__(self, agent: Any, task: str, *, on_event, session, trace_dir, write_trace, max_steps, stream,
                  budget, run_id):
-        from .trace import DEFAULT_TRACE_DIR, new_run_id
-
-        self.agent = agent
-        self.spec = agent.spec
-        self.loop_spec = self.spec.loop
-        self.client = agent.client
+        super().__init__(agent, task, on_event=on_event, session=session, trace_dir=trace_dir,
+                         write_trace=write_trace, budget=budget, run_id=run_id)
         self.toolbox = agent.toolbox
-        self.task = task
-        self.on_event = on_event
-        self.session = session
-        self.run_id = run_id or new_run_id()
-        self.trace_path = (Path(trace_dir) if trace_dir else DEFAULT_TRACE_DIR) / f"{self.run_id}.jsonl"
-        self.write_trace = write_trace
         self.max_steps = max_steps if max_steps is not None else self.loop_spec.max_steps
         self.stream = self.loop_spec.stream if stream is None else stream
-        self.budget = Budget(self.loop_spec.max_tokens, self.loop_spec.max_cost, self.loop_spec.max_tool_calls,
-                             parent=budget)
         self.repetition = RepetitionDetector()
-        self.trace = None
-        self.started = time.monotonic()
-        timeout = self.loop_spec.timeout
-        self.deadline = self.started + timeout if timeout else None
         self.steps = 0
         self.tool_call_count = 0
         self.style = "react"
@@ -277,53 +101,16 @@ class _Run:
         self.malformed = 0
         self.output_repairs = 0
         self._system_cache: tuple[tuple, str] | None = None
-        self._handler_failed = False
         self._cost_warned = False
-
-    # ------------------------------------------------------------------------------------------------ events
-    def emit(self, event: ev.Event) -> None:
-        if self.trace is not None and event.traced:
-            self.trace.write(event)
-        if self.on_event is None:
-            return
-        try:
-            self.on_event(event)
-        except KeyboardInterrupt:
-            raise
-        except Exception as error:  # noqa: BLE001 - a broken live view must not end the run
-            if not self._handler_failed:
-                self._handler_failed = True
-                warning = ev.Warning(f"the event handler failed: {type(error).__name__}: {error}", code="event_handler")
-                if self.trace is not None:
-                    self.trace.write(warning)
 
     # ------------------------------------------------------------------------------------------------ start/end
     def execute(self) -> RunResult:
-        token = _ACTIVE.set(self)
-        try:
-            return self._execute_run()
-        finally:
-            _ACTIVE.reset(token)
+        with activate(self):
+            return self._guarded()
 
-    def _execute_run(self) -> RunResult:
-        from .trace import TraceWriter
-
-        if self.write_trace:
-            self.trace = TraceWriter(self.trace_path, self.agent.secrets)
-        status, answer, error = "model_error", "", None
-        try:
-            try:
-                self._start()
-                status, answer, error = self._loop()
-            except _Stop as stop:
-                status, answer, error = stop.status, self._partial(), stop.error
-            except KeyboardInterrupt:
-                status, answer, error = "interrupted", self._partial(), "interrupted by the user"
-        except BaseException as crash:  # a broken setup (prompt template) or a bug: save, then re-raise
-            self._finish("model_error" if isinstance(crash, ModelError) else "error", self._partial(),
-                         f"{type(crash).__name__}: {crash}", save=True)
-            raise
-        return self._finish(status, answer, error, save=True)
+    def _work(self) -> tuple[str, str, str | None]:
+        self._start()
+        return self._loop()
 
     def _start(self) -> None:
         caps = None
@@ -333,60 +120,19 @@ class _Run:
             except Exception:  # noqa: BLE001 - unknown capabilities: the text styles always work
                 caps = None
         self.style = choose_style(self.loop_spec.style, caps)
-        session_name = None
+        self.session_history = self._load_session()
         if self.session is not None:
-            session_name = self.session.name
-            self.session.warnings = []
-            self.session.load()
-            self.session_history = self.session.history()
             tool = self.toolbox.get("remember_fact") if hasattr(self.toolbox, "get") else None
             if tool is not None and hasattr(tool, "session"):
-                tool.session = session_name
-        limits = {
-            "max_steps": self.max_steps,
-            "timeout": self.loop_spec.timeout,
-            "max_tokens": self.loop_spec.max_tokens,
-            "max_cost": self.loop_spec.max_cost,
-            "max_tool_calls": self.loop_spec.max_tool_calls,
-        }
-        self.emit(ev.RunStarted(
-            run_id=self.run_id, agent=self.spec.name, task=self.task, model=str(getattr(self.client, "model", "")),
-            style=self.style, session=session_name, trace_path=str(self.trace_path) if self.trace else None,
-            notice=getattr(self.agent, "notice", None), history=len(self.session_history), limits=limits,
-        ))
-        if self.session is not None:
-            for message in self.session.warnings:
-                self.emit(ev.Warning(message, code="session_corrupt"))
+                tool.session = self.session.name
+        self._announce(self._limits(self.max_steps), len(self.session_history))
         lt = self.spec.memory.long_term
         if getattr(self.agent, "long_term", None) is not None and lt is not None:
             self._recall(self.task)
 
-    def _finish(self, status: str, answer: str, error: str | None, *, save: bool) -> RunResult:
-        duration = time.monotonic() - self.started
-        result = RunResult(
-            status=status, answer=answer, steps=self.steps, usage=self.budget.usage, run_id=self.run_id,
-            trace_path=self.trace_path if self.trace else None, error=error, tool_calls=self.tool_call_count,
-            style=self.style, duration_s=duration, messages=list(self.messages),
-        )
-        if save and self.session is not None:
-            from .session import Turn
-
-            try:
-                self.session.append(Turn(
-                    task=self.task, answer=answer, status=status, run_id=self.run_id,
-                    messages=[m.to_dict() for m in self.messages],
-                ))
-            except ThinkFlowError as failure:
-                self.emit(ev.Warning(f"the session was not saved: {failure}", code="session_write"))
-        if status == "completed":
-            self._remember(answer)
-        self.emit(ev.RunFinished(
-            run_id=self.run_id, status=status, answer=answer, steps=self.steps, tool_calls=self.tool_call_count,
-            usage=self.budget.usage.to_dict(), duration_s=round(duration, 3), error=error,
-        ))
-        if self.trace is not None:
-            self.trace.close()
-        return result
+    def _finish(self, status: str, answer: str, error: str | None) -> RunResult:
+        return self._conclude(status, answer, error, steps=self.steps, tool_calls=self.tool_call_count,
+                              messages=self.messages, tool_results=self.tool_results)
 
     # ------------------------------------------------------------------------------------------------ memory
     def _recall(self, query: str) -> None:
@@ -403,19 +149,6 @@ class _Run:
             step=self.steps, query=query,
             memories=[{"id": m["id"], "content": m["content"], "score": m["score"]} for m in self.memories],
         ))
-
-    def _remember(self, answer: str) -> None:
-        lt_spec = self.spec.memory.long_term
-        store = getattr(self.agent, "long_term", None)
-        if store is None or lt_spec is None:
-            return
-        from .memory import remember_run
-
-        try:
-            remember_run(store, lt_spec, agent=self.spec.name, session=getattr(self.session, "name", None),
-                         task=self.task, answer=answer, tool_results=self.tool_results, user_facts=[])
-        except ThinkFlowError as failure:
-            self.emit(ev.Warning(f"memory was not written: {failure}", code="memory_write"))
 
     # ------------------------------------------------------------------------------------------------ prompt
     def _tool_schemas(self) -> dict[str, dict | None]:
@@ -479,12 +212,6 @@ class _Run:
             self.emit(ev.Summary(step=self.steps, text=summary, replaced_messages=len(before) - len(after) + 1))
 
     # ------------------------------------------------------------------------------------------------ model
-    def _remaining(self) -> float | None:
-        return None if self.deadline is None else self.deadline - time.monotonic()
-
-    def _timeout_error(self) -> str:
-        return f"the run timed out after {self.loop_spec.timeout:g} s"
-
     def _call_model(self, messages: list[Message], **kwargs: Any) -> ModelReply:
         """``client.complete`` in a daemon thread, so the run's deadline and Ctrl-C are honoured mid-call."""
         box: dict[str, Any] = {}
@@ -502,29 +229,13 @@ class _Run:
         worker.start()
         remaining = self._remaining()
         if not done.wait(None if remaining is None else max(remaining, 0.0)):
-            raise _Stop("timeout", self._timeout_error() + " while waiting for the model")
+            raise Stop("timeout", self._timeout_error() + " while waiting for the model")
         if "error" in box:
             raise box["error"]
         return box["reply"]
 
     def _model_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {}
-        if self.style == "native" and len(self.toolbox):
-            kwargs["tools"] = self.toolbox.definitions()
-        elif self.style == "json":
-            try:
-                caps = self.client.capabilities()
-            except Exception:  # noqa: BLE001
-                caps = None
-            if getattr(caps, "json_schema", False):
-                kwargs["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": "agent_action", "schema": json_action_schema(self.toolbox.names())},
-                }
-            elif getattr(caps, "json_mode", False):
-                kwargs["response_format"] = {"type": "json_object"}
-        elif self.style == "react":
-            kwargs["stop"] = REACT_STOP
+        kwargs = style_kwargs(self.style, self.toolbox, self.client)
         if self.stream:
             step = self.steps
             kwargs["on_text"] = lambda piece: self.emit(ev.TextDelta(step=step, text=piece))
@@ -535,12 +246,9 @@ class _Run:
         while True:
             if self.steps >= self.max_steps:
                 return "max_steps", self._partial(), f"reached max_steps ({self.max_steps}) without a final answer"
-            remaining = self._remaining()
-            if remaining is not None and remaining <= 0:
-                return "timeout", self._partial(), self._timeout_error()
-            why = self.budget.exceeded()
-            if why:
-                return "budget_exceeded", self._partial(), why
+            limit = self._limit_reached()
+            if limit is not None:
+                return limit[0], self._partial(), limit[1]
             self.steps += 1
             step = self.steps
             lt = self.spec.memory.long_term
@@ -627,7 +335,7 @@ class _Run:
         schema = self.spec.output_schema
         self.messages.append(Message("assistant", reply.text if reply.text.strip() else answer))
         if schema is not None:
-            value, problem = _check_output(action, schema)
+            value, problem = check_output(action, schema)
             if problem is not None:
                 self.last_answer_attempt = answer
                 if self.output_repairs >= MAX_OUTPUT_REPAIRS:
@@ -637,11 +345,7 @@ class _Run:
                 self.output_repairs += 1
                 self.emit(ev.Warning(f"the final answer does not match output_schema: {problem}",
                                      code="invalid_output", step=step))
-                self.messages.append(Message("user", (
-                    f"Your final answer does not match the required output schema: {problem}\n"
-                    "Give the final answer again as JSON matching this JSON Schema, and nothing else:\n"
-                    + json.dumps(schema, ensure_ascii=False)
-                )))
+                self.messages.append(Message("user", repair_request(problem, schema)))
                 return None
             answer = json.dumps(value, ensure_ascii=False)
         self.emit(ev.FinalAnswer(step=step, text=answer, thought=action.thought))
@@ -650,42 +354,14 @@ class _Run:
     # ------------------------------------------------------------------------------------------------ tools
     def _run_tools(self, action: ToolAction, reply: ModelReply, step: int) -> tuple[str, str, str | None] | None:
         native_format = action.source == "native" or self.style == "native"
-        results: dict[int, tuple[str, str, dict]] = {}  # index -> (status, observation, data)
-        pending: list[int] = []
-        stop: tuple[str, str] | None = None
-        for i, call in enumerate(action.calls):
-            if stop is not None:
-                results[i] = ("skipped", f"not run: {stop[1]}", {"reason": stop[0]})
-                continue
-            if call.id in action.errors:
-                results[i] = ("invalid", f"invalid arguments for tool '{call.name}': {action.errors[call.id]}", {})
-                continue
-            if call.name not in self.toolbox:
-                unknown = self.toolbox.unknown(call.name)
-                results[i] = (unknown.status, unknown.text, dict(unknown.data))
-                continue
-            verdict = self.repetition.check(call.name, call.arguments)
-            if verdict == "stop":
-                stop = ("loop_detected", self._loop_message(call))
-                results[i] = ("skipped", f"not run: {stop[1]}", {"reason": "loop_detected"})
-                continue
-            if verdict == "warn":
-                text = self._repetition_warning(call)
-                self.emit(ev.Warning(text.split("\n", 1)[0], code="repetition", step=step))
-                results[i] = ("skipped", text, {"reason": "repetition"})
-                continue
-            why = self.budget.tool_calls_exceeded()
-            if why:
-                stop = ("budget_exceeded", why)
-                results[i] = ("skipped", f"not run: {why}", {"reason": "budget_exceeded"})
-                continue
-            self.budget.charge_tool_call()
-            self.tool_call_count += 1
-            pending.append(i)
-
+        results, pending, stop = admit_calls(
+            action, toolbox=self.toolbox, repetition=self.repetition, budget=self.budget, messages=self.messages,
+            warn=lambda text: self.emit(ev.Warning(text, code="repetition", step=step)),
+        )
+        self.tool_call_count += len(pending)
         for i, call in enumerate(action.calls):
             self.emit(ev.ToolCalled(step=step, call_id=call.id, name=call.name, arguments=call.arguments))
-        self._execute(action.calls, pending, results)
+        execute_calls(self.toolbox, action.calls, pending, results)
         for i, call in enumerate(action.calls):
             status, observation, data = results[i]
             self.emit(ev.ToolReturned(step=step, call_id=call.id, name=call.name, status=status,
@@ -695,68 +371,10 @@ class _Run:
                 self.last_observation = (call.name, observation)
                 if status == "ok":
                     self.tool_results.append((call.name, dict(call.arguments), observation))
-
-        if native_format:
-            content = reply.text if action.source == "native" else action.thought
-            self.messages.append(Message("assistant", content, tuple(action.calls)))
-            for i, call in enumerate(action.calls):
-                self.messages.append(Message("tool", results[i][1], tool_call_id=call.id, name=call.name))
-        else:
-            self.messages.append(Message("assistant", _before_observation(reply.text)))
-            if len(action.calls) == 1:
-                text = f"Observation: {results[0][1]}"
-            else:
-                text = "\n\n".join(f"Observation ({c.name}): {results[i][1]}" for i, c in enumerate(action.calls))
-            self.messages.append(Message("user", text))
+        self.messages += observation_messages(action, reply.text, results, native_format=native_format)
         if stop is not None:
             return stop[0], self._partial(), stop[1]
         return None
-
-    def _execute(self, calls: Sequence[ToolCall], pending: list[int], results: dict) -> None:
-        def one(i: int) -> tuple[str, str, dict]:
-            call = calls[i]
-            try:
-                result = self.toolbox.call(call.name, dict(call.arguments))
-            except Exception as failure:  # noqa: BLE001 - a tool layer bug is an observation, not a crash
-                return "error", f"tool '{call.name}' failed: {type(failure).__name__}: {failure}", {}
-            return result.status, result.text if result.text.strip() else "(no output)", dict(result.data)
-
-        parallel = len(pending) > 1 and all(self.toolbox.parallel_safe(calls[i].name) for i in pending)
-        if not parallel:
-            for i in pending:
-                results[i] = one(i)
-            return
-        pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_TOOLS, len(pending)), thread_name_prefix="thinkflow-tool")
-        try:
-            futures = {i: pool.submit(one, i) for i in pending}
-            for i in pending:
-                results[i] = futures[i].result()
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-
-    def _repetition_warning(self, call: ToolCall) -> str:
-        previous = ""
-        for m in reversed(self.messages):
-            if m.role == "tool" or (m.role == "user" and m.content.startswith("Observation")):
-                previous = m.content
-                break
-        if self.repetition.last_pattern == "ping-pong":
-            a, b = self.repetition.alternating_names()
-            head = (f"Warning: you keep alternating between '{a}' and '{b}' with the same arguments; "
-                    "this call was not run again.")
-        else:
-            head = (f"Warning: you called '{call.name}' with the same arguments {self.repetition.repeat} times in a "
-                    "row; this call was not run again.")
-        tail = "Use the results you already have, try something different, or give the final answer."
-        if previous:
-            return f"{head}\nThe last result was:\n{_shorten(previous, PARTIAL_OBSERVATION_CHARS)}\n{tail}"
-        return f"{head}\n{tail}"
-
-    def _loop_message(self, call: ToolCall) -> str:
-        if self.repetition.last_pattern == "ping-pong":
-            a, b = self.repetition.alternating_names()
-            return f"the model kept alternating between tools '{a}' and '{b}' with the same arguments after a warning"
-        return f"the model kept calling '{call.name}' with the same arguments after a warning"
 
     # ------------------------------------------------------------------------------------------------ partial
     def _partial(self) -> str:
@@ -766,48 +384,5 @@ class _Run:
             return self.last_answer_attempt
         if self.last_observation is not None:
             name, text = self.last_observation
-            return f"No final answer was reached. Last result ({name}): {_shorten(text.strip(), PARTIAL_OBSERVATION_CHARS)}"
+            return f"No final answer was reached. Last result ({name}): {shorten(text.strip(), PARTIAL_OBSERVATION_CHARS)}"
         return self.last_thought
-
-
-def _before_observation(text: str) -> str:
-    """The reply up to an invented ``Observation:`` line (the model must not write its own observations)."""
-    from .parsing import _LABEL, _label_kind
-
-    for match in _LABEL.finditer(text):
-        if _label_kind(match.group("label")) == "observation":
-            return text[:match.start()].rstrip()
-    return text
-
-
-_MISSING = object()
-
-
-def _extract_json(text: str) -> Any:
-    """The JSON value of a final answer: the whole text, a fenced block, or the first object in it."""
-    stripped = text.strip()
-    try:
-        return json.loads(stripped)
-    except json.JSONDecodeError:
-        pass
-    for found in iter_json_objects(stripped):
-        return found.value
-    return _MISSING
-
-
-def _check_output(action: FinalAnswer, schema: dict[str, Any]) -> tuple[Any, str | None]:
-    """Validate a final answer against ``output_schema``: ``(value, None)`` or ``(None, problem text)``."""
-    from jsonschema import Draft202012Validator
-
-    value = action.data if isinstance(action.data, (dict, list)) else _extract_json(action.text)
-    if value is _MISSING:
-        return None, "the answer is not JSON"
-    errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
-    if not errors:
-        return value, None
-    described = []
-    for error in errors[:5]:
-        where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-        described.append(f"at ${where}: {error.message}")
-    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-    return None, "; ".join(described) + more

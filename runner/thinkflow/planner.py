@@ -6,7 +6,7 @@ the agent declares ``planner: {enabled: true}``:
 1. **Plan.** One model call asks for the plan as JSON -- ``{"steps": [{"step": "<instruction>", "tools":
    ["<tool>", ...]}, ...]}`` (a bare list of steps is accepted too) -- sent with ``response_format`` json_schema
    when the client's ``capabilities().json_schema`` says the model honours it, else read from the reply's text
-   with :func:`thinkflow.parsing.iter_json_objects`. The steps are validated with :mod:`jsonschema`
+   with :func:`thinkflow.json_text.iter_json_objects`. The steps are validated with :mod:`jsonschema`
    (:data:`STEP_SCHEMA`); a plan that does not validate is sent back once with the problem; one that still does
    not becomes a one-step plan (the task itself) with a warning. Steps beyond ``max_plan_steps`` are dropped with
    a warning; tool names the agent does not have are dropped from a step's ``tools``.
@@ -33,28 +33,17 @@ for the whole task and its final answer; the step runs neither recall nor rememb
 from __future__ import annotations
 
 import dataclasses
-import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from . import events as ev
-from .errors import ModelError, ThinkFlowError
+from .errors import ModelError
 from .limits import Budget
-from .loop import RunResult, choose_style
 from .messages import Message, ModelReply
-from .parsing import iter_json_objects
-
-STEP_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "step": {"type": "string", "minLength": 1, "description": "A short, self-contained instruction."},
-        "tools": {"type": "array", "items": {"type": "string"}, "description": "Tools the step expects to use."},
-    },
-    "required": ["step"],
-}
-"""JSON Schema of one plan step as the model writes it."""
+from .plans import PlanStep, parse_plan, plan_response_format
+from .run_base import RunBase, RunResult, Stop
+from .styles import choose_style
 
 FATAL_STATUSES = frozenset({"budget_exceeded", "timeout", "model_error", "interrupted"})
 """Step statuses that end the whole run (a replan cannot help)."""
@@ -88,18 +77,6 @@ to finish the task (at most {max_steps}); they will be numbered from {start}. Re
 {{"steps": [...]}} (an empty list when nothing is left to do)."""
 
 
-@dataclass(frozen=True)
-class PlanStep:
-    """One step of a plan: an ``instruction`` and the ``tools`` it is expected to use."""
-
-    instruction: str
-    tools: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"instruction", "tools"}`` (the form in plan events)."""
-        return {"instruction": self.instruction, "tools": list(self.tools)}
-
-
 @dataclass
 class StepRecord:
     """A plan step that ran: its 1-based ``index``, the ``step``, the run ``status``, ``result`` text and
@@ -110,82 +87,6 @@ class StepRecord:
     status: str
     result: str
     error: str | None = None
-
-
-def plan_response_format(max_steps: int, *, allow_empty: bool = False) -> dict[str, Any]:
-    """The ``response_format`` asking for ``{"steps": [...]}`` with 1 (0 when ``allow_empty``) to ``max_steps``
-    steps (OpenAI's json_schema form; the object wrapper is needed because the top level must be an object)."""
-    return {
-        "type": "json_schema",
-        "json_schema": {
-            "name": "plan",
-            "schema": {
-                "type": "object",
-                "properties": {"steps": {"type": "array", "items": STEP_SCHEMA, "minItems": 0 if allow_empty else 1,
-                                         "maxItems": max_steps}},
-                "required": ["steps"],
-            },
-        },
-    }
-
-
-def _plan_value(text: str) -> Any:
-    """The plan JSON in a reply: the whole text as JSON, else the first object with a ``steps`` (or ``plan``)
-    list, else the step objects found in order (a bare list, fenced or not). None when there is none."""
-    stripped = text.strip()
-    try:
-        return json.loads(stripped)
-    except json.JSONDecodeError:
-        pass
-    found = [f.value for f in iter_json_objects(stripped)]
-    for value in found:
-        if isinstance(value, dict) and isinstance(value.get("steps", value.get("plan")), list):
-            return value
-    steps = [value for value in found if isinstance(value, dict) and "step" in value]
-    return steps or None
-
-
-def parse_plan(text: str, *, max_steps: int, tool_names: Sequence[str] = (),
-               allow_empty: bool = False) -> tuple[list[PlanStep], str | None, str | None]:
-    """Read a plan from a model reply.
-
-    Args:
-        text: the reply text.
-        max_steps: steps kept at most (the rest are dropped).
-        tool_names: the agent's tools; other names in a step's ``tools`` are dropped (empty: keep all).
-        allow_empty: an empty list is a valid plan (a revision saying nothing is left to do).
-    Returns:
-        ``(steps, problem, note)``: ``problem`` is None when the plan is valid, else what is wrong (for the model);
-        ``note`` says what was dropped (steps past ``max_steps``), or None.
-    """
-    from jsonschema import Draft202012Validator
-
-    value = _plan_value(text)
-    if isinstance(value, dict):
-        value = value.get("steps", value.get("plan"))
-    if not isinstance(value, list):
-        return [], 'no plan found: reply with {"steps": [{"step": "...", "tools": [...]}]}', None
-    value = [{"step": item} if isinstance(item, str) else item for item in value]
-    schema = {"type": "array", "items": STEP_SCHEMA, "minItems": 0 if allow_empty else 1}
-    errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
-    if errors:
-        described = []
-        for error in errors[:3]:
-            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-            described.append(f"steps{where}: {error.message}")
-        return [], "the plan does not match the schema: " + "; ".join(described), None
-    known = set(tool_names)
-    steps = [
-        PlanStep(item["step"].strip(), tuple(t for t in item.get("tools", []) if not known or t in known))
-        for item in value if item["step"].strip()
-    ]
-    if not steps and not allow_empty:
-        return [], "the plan has no steps", None
-    note = None
-    if len(steps) > max_steps:
-        note = f"the plan had {len(steps)} steps; kept the first {max_steps} (max_plan_steps)"
-        steps = steps[:max_steps]
-    return steps, None, note
 
 
 def run(
@@ -213,67 +114,26 @@ def run(
                        run_id=run_id).execute()
 
 
-class _Stop(Exception):
-    def __init__(self, status: str, error: str):
-        super().__init__(error)
-        self.status = status
-        self.error = error
-
-
-class _PlannedRun:
+class _PlannedRun(RunBase):
     """State of one planned run (internal; see :func:`run`)."""
 
     def __init__(self, agent: Any, task: str, *, on_event, session, trace_dir, write_trace, max_steps, stream,
                  budget, run_id):
-        from .trace import DEFAULT_TRACE_DIR, new_run_id
-
-        self.agent = agent
-        self.spec = agent.spec
+        super().__init__(agent, task, on_event=on_event, session=session, trace_dir=trace_dir,
+                         write_trace=write_trace, budget=budget, run_id=run_id)
         self.planner = self.spec.planner
-        self.loop_spec = self.spec.loop
-        self.client = agent.client
-        self.task = task
-        self.on_event = on_event
-        self.session = session
-        self.run_id = run_id or new_run_id()
-        self.trace_path = (Path(trace_dir) if trace_dir else DEFAULT_TRACE_DIR) / f"{self.run_id}.jsonl"
-        self.write_trace = write_trace
         self.max_steps = max_steps
         self.stream = stream
-        self.budget = Budget(self.loop_spec.max_tokens, self.loop_spec.max_cost, self.loop_spec.max_tool_calls,
-                             parent=budget)
-        self.trace = None
-        self.started = time.monotonic()
-        timeout = self.loop_spec.timeout
-        self.deadline = self.started + timeout if timeout else None
         self.model_calls = 0
         self.tool_calls = 0
-        self.style = ""
         self.history: list[Message] = []
         self.done: list[StepRecord] = []
         self.plan: list[PlanStep] = []
         self.replans = 0
         self.caps: Any = None
         self._final_stage = False  # the final-answer run: its final_answer event is the run's
-        self._handler_failed = False
 
     # ------------------------------------------------------------------------------------------------ events
-    def emit(self, event: ev.Event) -> None:
-        if self.trace is not None and event.traced:
-            self.trace.write(event)
-        if self.on_event is None:
-            return
-        try:
-            self.on_event(event)
-        except KeyboardInterrupt:
-            raise
-        except Exception as error:  # noqa: BLE001 - a broken live view must not end the run
-            if not self._handler_failed:
-                self._handler_failed = True
-                if self.trace is not None:
-                    self.trace.write(ev.Warning(f"the event handler failed: {type(error).__name__}: {error}",
-                                                code="event_handler"))
-
     def _forward(self, event: ev.Event) -> None:
         """``on_event`` of the step runs: their events go to this run's trace, except their own start/finish and
         the steps' final answers (``step_outcome`` reports those)."""
@@ -285,24 +145,12 @@ class _PlannedRun:
 
     # ------------------------------------------------------------------------------------------------ start/end
     def execute(self) -> RunResult:
-        from .trace import TraceWriter
+        return self._guarded()
 
-        if self.write_trace:
-            self.trace = TraceWriter(self.trace_path, self.agent.secrets)
-        status, answer, error = "model_error", "", None
-        try:
-            try:
-                self._start()
-                self._make_plan()
-                status, answer, error = self._work()
-            except _Stop as stop:
-                status, answer, error = stop.status, self._partial(), stop.error
-            except KeyboardInterrupt:
-                status, answer, error = "interrupted", self._partial(), "interrupted by the user"
-        except BaseException as crash:  # a broken setup (prompt template) or a bug: save, then re-raise
-            self._finish("error", self._partial(), f"{type(crash).__name__}: {crash}")
-            raise
-        return self._finish(status, answer, error)
+    def _work(self) -> tuple[str, str, str | None]:
+        self._start()
+        self._make_plan()
+        return self._run_plan()
 
     def _start(self) -> None:
         try:
@@ -311,69 +159,19 @@ class _PlannedRun:
             caps = None
         self.caps = caps
         self.style = choose_style(self.loop_spec.style, caps)
-        session_name = None
-        if self.session is not None:
-            session_name = self.session.name
-            self.session.warnings = []
-            self.session.load()
-            self.history = self.session.history()
-        limits = {
-            "max_steps": self.max_steps if self.max_steps is not None else self.loop_spec.max_steps,
-            "timeout": self.loop_spec.timeout,
-            "max_tokens": self.loop_spec.max_tokens,
-            "max_cost": self.loop_spec.max_cost,
-            "max_tool_calls": self.loop_spec.max_tool_calls,
+        self.history = self._load_session()
+        limits = self._limits(self.max_steps if self.max_steps is not None else self.loop_spec.max_steps)
+        limits.update({
             "max_plan_steps": self.planner.max_plan_steps,
             "replan": self.planner.replan,
             "max_replans": self.planner.max_replans,
-        }
-        self.emit(ev.RunStarted(
-            run_id=self.run_id, agent=self.spec.name, task=self.task, model=str(getattr(self.client, "model", "")),
-            style=self.style, session=session_name, trace_path=str(self.trace_path) if self.trace else None,
-            notice=getattr(self.agent, "notice", None), history=len(self.history), limits=limits,
-        ))
-        if self.session is not None:
-            for message in self.session.warnings:
-                self.emit(ev.Warning(message, code="session_corrupt"))
+        })
+        self._announce(limits, len(self.history))
 
     def _finish(self, status: str, answer: str, error: str | None) -> RunResult:
-        duration = time.monotonic() - self.started
         messages = [Message("user", self.task)] + ([Message("assistant", answer)] if answer else [])
-        result = RunResult(
-            status=status, answer=answer, steps=self.model_calls, usage=self.budget.usage, run_id=self.run_id,
-            trace_path=self.trace_path if self.trace else None, error=error, tool_calls=self.tool_calls,
-            style=self.style, duration_s=duration, messages=messages,
-        )
-        if self.session is not None:
-            from .session import Turn
-
-            try:
-                self.session.append(Turn(task=self.task, answer=answer, status=status, run_id=self.run_id,
-                                         messages=[m.to_dict() for m in messages]))
-            except ThinkFlowError as failure:
-                self.emit(ev.Warning(f"the session was not saved: {failure}", code="session_write"))
-        if status == "completed":
-            self._remember(answer)
-        self.emit(ev.RunFinished(
-            run_id=self.run_id, status=status, answer=answer, steps=self.model_calls, tool_calls=self.tool_calls,
-            usage=self.budget.usage.to_dict(), duration_s=round(duration, 3), error=error,
-        ))
-        if self.trace is not None:
-            self.trace.close()
-        return result
-
-    def _remember(self, answer: str) -> None:
-        lt_spec = self.spec.memory.long_term
-        store = getattr(self.agent, "long_term", None)
-        if store is None or lt_spec is None:
-            return
-        from .memory import remember_run
-
-        try:
-            remember_run(store, lt_spec, agent=self.spec.name, session=getattr(self.session, "name", None),
-                         task=self.task, answer=answer, tool_results=[], user_facts=[])
-        except ThinkFlowError as failure:
-            self.emit(ev.Warning(f"memory was not written: {failure}", code="memory_write"))
+        return self._conclude(status, answer, error, steps=self.model_calls, tool_calls=self.tool_calls,
+                              messages=messages, tool_results=[])
 
     def _partial(self) -> str:
         """The results so far, when the run ends without a final answer."""
@@ -385,16 +183,10 @@ class _PlannedRun:
         return "No final answer was reached. Results so far:\n" + "\n".join(parts)
 
     # ------------------------------------------------------------------------------------------------ model
-    def _remaining(self) -> float | None:
-        return None if self.deadline is None else self.deadline - time.monotonic()
-
     def _check_limits(self) -> None:
-        remaining = self._remaining()
-        if remaining is not None and remaining <= 0:
-            raise _Stop("timeout", f"the run timed out after {self.loop_spec.timeout:g} s")
-        why = self.budget.exceeded()
-        if why:
-            raise _Stop("budget_exceeded", why)
+        limit = self._limit_reached()
+        if limit is not None:
+            raise Stop(*limit)
 
     def _ask(self, messages: list[Message], response_format: dict[str, Any] | None) -> ModelReply:
         """One planning call (not a loop step: reported as step 0)."""
@@ -405,7 +197,7 @@ class _PlannedRun:
         try:
             reply = self.client.complete(messages, response_format=response_format)
         except ModelError as failure:
-            raise _Stop("model_error", str(failure)) from None
+            raise Stop("model_error", str(failure)) from None
         self.budget.charge(reply.usage)
         self.emit(ev.ModelReplied(
             step=0, model=reply.model, text=reply.text, finish_reason=reply.finish_reason,
@@ -500,7 +292,7 @@ class _PlannedRun:
             raise KeyboardInterrupt
         return result
 
-    def _work(self) -> tuple[str, str, str | None]:
+    def _run_plan(self) -> tuple[str, str, str | None]:
         pending = list(self.plan)
         index = 0
         while pending:
@@ -510,7 +302,7 @@ class _PlannedRun:
             if record.status == "completed":
                 continue
             if record.status in FATAL_STATUSES:
-                raise _Stop(record.status, record.error or f"step {index} ended with {record.status}")
+                raise Stop(record.status, record.error or f"step {index} ended with {record.status}")
             if self.planner.replan == "on_failure" and self.replans < self.planner.max_replans:
                 revised = self._replan(record, pending)
                 self.replans += 1

@@ -184,10 +184,10 @@ def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, promp
 
 def _run_once(agent: Any, task: str, session: Any, view: Any, out: _Output, **options: Any):
     from ..errors import PromptError, TraceError
-    from ..loop import run as run_loop
-
     if agent.spec.planner.enabled:  # plan-then-execute
         from ..planner import run as run_loop
+    else:
+        from ..loop import run as run_loop
     try:
         result = run_loop(agent, task, on_event=view, session=session, **options)
     except PromptError as error:

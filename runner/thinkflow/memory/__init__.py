@@ -17,20 +17,24 @@ from typing import TYPE_CHECKING, Any
 from .shortterm import SUMMARY_PREFIX, ShortTermMemory, estimate_tokens
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .longterm import LongTermMemory, MemoryRecord, clean_metadata
+    from .longterm import LongTermMemory
+    from .records import MemoryRecord, clean_metadata
     from .policy import RememberFactTool, format_memories, recall_query, remember_run
 
 _LAZY = {
     "LongTermMemory": "longterm",
-    "MemoryRecord": "longterm",
-    "clean_metadata": "longterm",
+    "MemoryRecord": "records",
+    "clean_metadata": "records",
     "remember_run": "policy",
     "format_memories": "policy",
     "recall_query": "policy",
     "RememberFactTool": "policy",
 }
 
-__all__ = ["SUMMARY_PREFIX", "ShortTermMemory", "estimate_tokens", *_LAZY]
+__all__ = [
+    "SUMMARY_PREFIX", "ShortTermMemory", "estimate_tokens", "LongTermMemory", "MemoryRecord", "clean_metadata",
+    "remember_run", "format_memories", "recall_query", "RememberFactTool",
+]
 
 
 def __getattr__(name: str) -> Any:

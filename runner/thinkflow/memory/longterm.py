@@ -12,20 +12,18 @@ opening it with a different model raises :class:`MemoryStoreError`.
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from ..errors import MemoryStoreError
 from ..spec import LongTermSpec
 from .embeddings import Embedder, Reranker, canonical_model_name
+from .records import MemoryRecord, clean_metadata, now_metadata, time_of
 
 DEFAULT_STORE_DIR = Path(".thinkflow") / "memory"
 META_MODEL = "thinkflow:embedding_model"
@@ -33,72 +31,6 @@ META_DIM = "thinkflow:embedding_dim"
 EF_NAME = "thinkflow_sentence_transformers"
 PAGE_SIZE = 1000
 RERANK_POOL = 4  # a reranker sees k * RERANK_POOL candidates (at least 20)
-
-
-@dataclass(frozen=True)
-class MemoryRecord:
-    """One stored memory.
-
-    Attributes:
-        id: the memory id (unique in its collection).
-        content: the remembered text, verbatim.
-        metadata: cleaned metadata (agent, session, kind, time, time_iso, ...).
-        score: cosine similarity to the recall query, 0..1 (None outside recall).
-        rerank_score: the cross-encoder's score when a reranker ordered the results, else None.
-    """
-
-    id: str
-    content: str
-    metadata: dict = field(default_factory=dict)
-    score: float | None = None
-    rerank_score: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The export shape ``{"id", "content", "metadata"}``."""
-        return {"id": self.id, "content": self.content, "metadata": dict(self.metadata)}
-
-
-def clean_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Return metadata that Chroma accepts: str/int/float/bool values under str keys.
-
-    None values are dropped; lists, tuples and dicts become JSON strings (Chroma 1.x only takes non-empty,
-    same-typed scalar lists, so all lists are stored one way); datetimes and dates become ISO 8601 strings; Paths
-    and other objects become ``str(value)``; NaN/inf floats become strings. ``False``, ``0`` and ``""`` are kept.
-    Keys are turned into strings; Chroma's reserved ``chroma:document`` key is dropped.
-    """
-    out: dict[str, Any] = {}
-    for key, value in (metadata or {}).items():
-        key = str(key)
-        if value is None or key == "chroma:document":
-            continue
-        if isinstance(value, bool) or isinstance(value, (str, int)):
-            out[key] = value
-        elif isinstance(value, float):
-            out[key] = value if math.isfinite(value) else str(value)
-        elif isinstance(value, (datetime, date)):
-            out[key] = value.isoformat()
-        elif isinstance(value, (list, tuple, dict, set, frozenset)):
-            data = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
-            out[key] = json.dumps(data, ensure_ascii=False, default=_json_default, sort_keys=isinstance(data, dict))
-        else:
-            out[key] = str(value)
-    return out
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    return str(value)
-
-
-def now_metadata(now: float | None = None) -> dict[str, Any]:
-    """``{"time": unix seconds (float), "time_iso": ISO 8601 UTC}`` for ``now`` (default: the current time)."""
-    ts = time.time() if now is None else now
-    return {"time": ts, "time_iso": datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")}
-
-
 _ef_class_lock = threading.Lock()
 _ef_class: Any = None
 
@@ -334,7 +266,7 @@ class LongTermMemory:
     def list(self, *, limit: int | None = None) -> list[MemoryRecord]:  # noqa: A003 - part of the public API
         """All memories, newest first (by metadata ``time``; memories without a time last), at most ``limit``."""
         records = [MemoryRecord(mid, doc, meta) for mid, doc, meta in self._iter_all()]
-        records.sort(key=lambda r: -_time_of(r.metadata))
+        records.sort(key=lambda r: -time_of(r.metadata))
         return records if limit is None else records[: max(0, limit)]
 
     def get(self, id: str) -> MemoryRecord | None:  # noqa: A002
@@ -415,7 +347,7 @@ class LongTermMemory:
         if policy.max_items is not None:
             excess = self.count() - policy.max_items
             if excess > 0:
-                timed = sorted(((_time_of(meta), mid) for mid, _doc, meta in self._iter_all(("metadatas",))))
+                timed = sorted(((time_of(meta), mid) for mid, _doc, meta in self._iter_all(("metadatas",))))
                 victims = [mid for _t, mid in timed[:excess]]
                 self._delete_ids(victims)
                 deleted += len(victims)
@@ -432,7 +364,7 @@ class LongTermMemory:
         """Write every memory to ``path`` as JSONL, one ``{"id", "content", "metadata"}`` object per line, oldest
         first; the file is replaced atomically. Returns the number written."""
         path = Path(path)
-        records = sorted(self._iter_all(), key=lambda r: (_time_of(r[2]), r[0]))
+        records = sorted(self._iter_all(), key=lambda r: (time_of(r[2]), r[0]))
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
         try:
@@ -502,8 +434,3 @@ def _close_quietly(client: Any) -> None:
         close()
     except Exception:  # closing is best effort; the data is already written
         pass
-
-
-def _time_of(metadata: Mapping[str, Any]) -> float:
-    value = metadata.get("time")
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0

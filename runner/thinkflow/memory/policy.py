@@ -18,7 +18,8 @@ from ..tools.base import ToolResult
 from .shortterm import cut_middle
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .longterm import LongTermMemory, MemoryRecord
+    from .longterm import LongTermMemory
+    from .records import MemoryRecord
 
 MAX_TASK_CHARS = 1000
 MAX_ANSWER_CHARS = 2000
@@ -35,7 +36,7 @@ def shorten(text: str, limit: int) -> str:
 
 
 def _base_metadata(agent: str, session: str | None, kind: str) -> dict[str, Any]:
-    from .longterm import now_metadata
+    from .records import now_metadata
 
     meta: dict[str, Any] = {"agent": agent, "session": session, "kind": kind}
     meta.update(now_metadata())

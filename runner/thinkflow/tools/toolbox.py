@@ -20,7 +20,7 @@ from ..errors import ToolError
 from ..spec import AgentSpec, ToolRef, ToolSpec
 from .approval import Approver
 from .base import Tool, ToolResult
-from .builtin import BUILTIN_NAMES, BuiltinTool, builtin_specs
+from .builtin import BuiltinTool, builtin_specs
 from .validation import check_arguments
 
 NEEDS_APPROVAL = "needs approval: run with --yes or in a terminal"

@@ -389,9 +389,9 @@ def test_trace_redacts_secrets(openai_server, tmp_path):
     assert secret not in raw
     assert API_KEY not in raw
     events = read_trace(result.trace_path)
-    assert events[0]["task"] == "my password is [REDACTED], key [REDACTED]"
-    assert events[1]["messages"][1]["content"] == "my password is [REDACTED], key [REDACTED]"
-    assert events[2]["text"] == "I will not repeat [REDACTED] or [REDACTED]"
+    assert events[0]["task"] == "my password is ***, key ***"
+    assert events[1]["messages"][1]["content"] == "my password is ***, key ***"
+    assert events[2]["text"] == "I will not repeat *** or ***"
     # the run's own result (shown to the user) is not altered
     assert result.answer == f"I will not repeat {secret} or {API_KEY}"
 

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from thinkflow import events as ev
 from thinkflow.cli import main
 from thinkflow.errors import TraceError
-from thinkflow.trace import Redactor, TraceWriter, find_trace, latest_trace, list_traces, read_trace
+from thinkflow.redaction import Redactor
+from thinkflow.trace import TraceWriter, find_trace, latest_trace, list_traces, read_trace
 
 
 def test_redactor_nested_keys_and_longest_first():
@@ -23,8 +24,8 @@ def test_redactor_nested_keys_and_longest_first():
         "short": "xy stays",
     }
     assert r(value) == {
-        "text": "use [REDACTED] and [REDACTED]",
-        "list": ["[REDACTED]", 3, None, {"[REDACTED]": "k"}],
+        "text": "use *** and ***",
+        "list": ["***", 3, None, {"***": "k"}],
         "short": "xy stays",
     }
 
@@ -34,14 +35,14 @@ def test_writer_flushes_each_line_and_redacts(tmp_path):
     writer = TraceWriter(path, secrets=["tok-123456"])
     writer.write(ev.RunStarted(run_id="r1", agent="a", task="use tok-123456"))
     # readable before close: every line is flushed as written
-    assert read_trace(path)[0]["task"] == "use [REDACTED]"
+    assert read_trace(path)[0]["task"] == "use ***"
     writer.write(ev.ToolReturned(step=1, call_id="c", name="t", status="ok", observation="tok-123456 ok",
                                  data={"path": "/tmp/tok-123456"}))
     assert len(path.read_text(encoding="utf-8").splitlines()) == 2
     writer.close()
     events = read_trace(path)
-    assert events[1]["observation"] == "[REDACTED] ok"
-    assert events[1]["data"] == {"path": "/tmp/[REDACTED]"}
+    assert events[1]["observation"] == "*** ok"
+    assert events[1]["data"] == {"path": "/tmp/***"}
     assert isinstance(ev.from_dict(events[1]), ev.ToolReturned)
 
 

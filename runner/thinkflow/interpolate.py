@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import ConfigIssue
+from .redaction import redact
 from .yamlread import Marks, PathKey, dotted
 
 _PATTERN = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-REDACTED = "***"
 
 
 def interpolate(
@@ -74,14 +74,6 @@ def interpolate(
 
     result = walk(data, ())
     return result, list(dict.fromkeys(secrets)), issues
-
-
-def redact(text: str, secrets: tuple[str, ...] | list[str]) -> str:
-    """``text`` with every secret value replaced by ``***`` (longest first, so overlapping secrets vanish)."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        if secret:
-            text = text.replace(secret, REDACTED)
-    return text
 
 
 def redact_issue(issue: ConfigIssue, secrets: tuple[str, ...] | list[str]) -> ConfigIssue:

@@ -25,6 +25,7 @@ from .errors import (
     RateLimitError,
 )
 from .providers import OLLAMA_PROVIDERS, key_env_var
+from .redaction import redact
 
 OLLAMA_DEFAULT_BASE = "http://localhost:11434"
 MAX_RETRY_AFTER = 60.0
@@ -135,8 +136,7 @@ def _clean(message: str, secrets_: Sequence[str]) -> str:
             break
         text = new
     text = text.split("\nReceived Model Group", 1)[0].strip()
-    for value in secrets_:
-        text = text.replace(value, "***")
+    text = redact(text, secrets_)
     return text[:500]
 
 

@@ -16,46 +16,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .errors import TraceError
+from .redaction import Redactor
 
 DEFAULT_TRACE_DIR = Path(".thinkflow") / "runs"
-REDACTED = "[REDACTED]"
-#: secrets shorter than this are not redacted (they would mangle ordinary words); a 1-3 character key is no secret.
-MIN_SECRET_LENGTH = 4
 
 
 def new_run_id() -> str:
     """A sortable, unique run id: ``YYYYmmdd-HHMMSS-<6 hex>`` (local time)."""
     return time.strftime("%Y%m%d-%H%M%S") + "-" + _secrets.token_hex(3)
-
-
-class Redactor:
-    """Replaces every secret value in strings (and nested lists/dicts, keys included) with ``[REDACTED]``.
-
-    Longer secrets are replaced first, so a secret that contains another is fully hidden.
-    """
-
-    def __init__(self, secrets: Iterable[str | None] = ()):
-        values = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LENGTH}
-        self.secrets = sorted(values, key=len, reverse=True)
-
-    def text(self, value: str) -> str:
-        """``value`` with every secret replaced."""
-        for secret in self.secrets:
-            if secret in value:
-                value = value.replace(secret, REDACTED)
-        return value
-
-    def __call__(self, value: Any) -> Any:
-        """A copy of ``value`` (any JSON-ready structure) with secrets replaced in every string."""
-        if not self.secrets:
-            return value
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {self(k) if isinstance(k, str) else k: self(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [self(v) for v in value]
-        return value
 
 
 def _default(value: Any) -> Any:

@@ -11,6 +11,7 @@ import json
 import sys
 from typing import Any, Callable
 
+from ..redaction import redact
 from ..spec import ToolSpec
 
 Approver = Callable[[ToolSpec, dict], bool]
@@ -43,10 +44,7 @@ def terminal_approver(console_input: Callable[[str], str] | None = None, console
     def approve(spec: ToolSpec, arguments: dict) -> bool:
         from rich.markup import escape
 
-        shown = json.dumps(arguments, indent=2, ensure_ascii=False, default=str)
-        for secret in spec.secrets:
-            if secret:
-                shown = shown.replace(secret, "***")
+        shown = redact(json.dumps(arguments, indent=2, ensure_ascii=False, default=str), spec.secrets)
         console.print(f"[bold yellow]Tool [cyan]{escape(spec.name)}[/cyan] needs approval[/bold yellow] "
                       f"({escape(spec.description)})")
         console.print(escape(shown), highlight=False)

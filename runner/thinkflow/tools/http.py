@@ -25,33 +25,17 @@ from urllib.parse import quote
 
 from ..spec import HttpRequestSpec, ToolSpec
 from .base import ToolResult
+from ..redaction import redact
 from .jsonpath import JsonPathError, select
 from .output import cap_text, decode, format_size, truncation_marker
 from .templating import effective_arguments, render, whole_placeholder
 
-REDACTED = "***"
 _MISSING = object()
 
 
 def read_limit(spec: ToolSpec) -> int:
     """Bytes of a response body read at most: 1 MiB, or ``max_output`` when larger."""
     return max(spec.max_output, 1 << 20)
-
-
-def redact(value: Any, secrets: tuple[str, ...]) -> Any:
-    """``value`` with each secret replaced by ``***`` in every string (dicts and lists walked)."""
-    if not secrets:
-        return value
-    if isinstance(value, str):
-        for secret in secrets:
-            if secret:
-                value = value.replace(secret, REDACTED)
-        return value
-    if isinstance(value, dict):
-        return {redact(k, secrets): redact(v, secrets) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redact(v, secrets) for v in value]
-    return value
 
 
 def _json_template(template: Any, values: dict[str, Any]) -> Any:

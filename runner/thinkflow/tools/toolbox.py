@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import ToolError
+from ..redaction import redact
 from ..spec import AgentSpec, ToolRef, ToolSpec
 from .approval import Approver
 from .base import Tool, ToolResult
@@ -89,12 +90,6 @@ def check_rules(ref: ToolRef, arguments: dict[str, Any], parameters: dict[str, A
                 return (f"denied by the agent's rules: argument '{arg}' value {json.dumps(text)} matches none of "
                         f"the allowed patterns {shown}")
     return None
-
-
-def _redact(value: Any, secrets: tuple[str, ...]) -> Any:
-    from .http import redact
-
-    return redact(value, secrets)
 
 
 class Toolbox:
@@ -234,5 +229,5 @@ class Toolbox:
         data.setdefault("bytes", len(result.text.encode("utf-8", errors="replace")))
         data.setdefault("truncated", False)
         if spec.secrets:
-            return ToolResult(result.status, _redact(result.text, spec.secrets), _redact(data, spec.secrets))
+            return ToolResult(result.status, redact(result.text, spec.secrets), redact(data, spec.secrets))
         return ToolResult(result.status, result.text, data)

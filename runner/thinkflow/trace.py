@@ -2,7 +2,7 @@
 
 A trace lives at ``<trace_dir>/<run_id>.jsonl`` (default ``trace_dir``: ``.thinkflow/runs`` under the current
 directory). Each line is an event's ``to_dict()`` (see :mod:`thinkflow.events`) with every string -- values and
-keys, at any depth -- scrubbed of the run's secrets. Each line is flushed and fsynced as it is written, so a crash
+keys, at any depth -- scrubbed of the run's secrets. Each line is flushed as it is written (fsynced at close), so a crash
 keeps every finished step; a reader skips a last line cut off mid-write.
 """
 
@@ -58,8 +58,10 @@ class TraceWriter:
             raise TraceError(f"cannot write the trace {self.path}: {error}") from error
 
     def write(self, event: Any) -> None:
-        """Write one event (an Event or a dict) as a line, redacted, then flush and fsync. Write errors are
-        swallowed after the first (a full disk must not end the run); see :attr:`error`."""
+        """Write one event (an Event or a dict) as a line, redacted, then flush it to the operating system, so a
+        crash or ``kill -9`` of this process keeps every line written. The file is fsynced when the run closes it
+        (fsync per line would cost more than the loop itself, see bench/RESULTS.md). Write errors are swallowed
+        after the first (a full disk must not end the run); see :attr:`error`."""
         if self._file is None:
             return
         data = event.to_dict() if hasattr(event, "to_dict") else dict(event)
@@ -67,13 +69,16 @@ class TraceWriter:
             line = json.dumps(self.redact(json.loads(json.dumps(data, default=_default))), ensure_ascii=False)
             self._file.write(line + "\n")
             self._file.flush()
-            os.fsync(self._file.fileno())
         except (OSError, ValueError) as error:
             self.error = error
 
     def close(self) -> None:
-        """Close the file (idempotent)."""
+        """Fsync and close the file (idempotent)."""
         if self._file is not None:
+            try:
+                os.fsync(self._file.fileno())
+            except OSError as error:
+                self.error = self.error or error
             try:
                 self._file.close()
             finally:

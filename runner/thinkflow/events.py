@@ -47,8 +47,18 @@ class Event:
     traced: ClassVar[bool] = True
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"type": ..., **fields}`` with nested dataclasses turned into dicts."""
-        return {"type": self.type, **dataclasses.asdict(self)}
+        """``{"type": ..., **fields}``, nested events and dataclasses turned into dicts. Field values are shared,
+        not copied (the trace serialises them at once; copying every message of every request cost more than
+        the rest of a step)."""
+        return {"type": self.type, **{f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Event):
+        return value.to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
 
 
 def _now() -> float:

@@ -1,0 +1,177 @@
+"""Cold start: ``thinkflow --help``, ``thinkflow validate`` on 200 generated files, ``thinkflow-run`` up to the
+first model request, against the floors ``python -c pass`` and ``python -c "import litellm"`` (and, when
+``bench/.venv-peers`` exists, the import of each peer framework).
+
+Each command runs in a fresh process, ``--runs`` times; the table gives the median and min-max wall time and the
+peak RSS (``/usr/bin/time -v``; else ``getrusage(RUSAGE_CHILDREN)``). ``thinkflow-run`` is timed until the bench
+server (``bench/server.py``) receives its first chat request (time.time() at arrival - time.time() at launch).
+``--help`` and ``validate`` are also run once with an exit hook that lists which heavy modules (litellm,
+chromadb, sentence_transformers, torch, xllamacpp, pandas, matplotlib) ended up in ``sys.modules``.
+
+The 200 files (100 tool files, 100 agent files) come from ``bench_validate.generate`` (the config loader's
+benchmark) so both benchmarks validate the same corpus.
+
+Usage: ``python bench/bench_coldstart.py [--runs 5] [--files 200] [--tiny] [--json out.json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+
+from common import (BENCH, PEERS_PY, ServerProcess, fmt_range, offline_env, peak_rss_cmd,  # noqa: E402
+                    project_python, summary)
+
+HEAVY = ("litellm", "chromadb", "sentence_transformers", "torch", "xllamacpp", "pandas", "matplotlib")
+HOOK = ("import sys, atexit\n"
+        "atexit.register(lambda: sys.stderr.write('HEAVY=' + ','.join(sorted({m.split('.')[0] for m in sys.modules}"
+        " & set(HEAVY))) + '\\n'))\n"
+        "from thinkflow.cli import main\n"
+        "main(ARGS)\n")
+
+
+def _bin(name: str) -> str:
+    path = Path(project_python()).parent / name
+    return str(path) if path.exists() else name
+
+
+def heavy_imports(args: list[str], cwd: str) -> list[str] | None:
+    """Heavy top-level modules imported by ``thinkflow ARGS`` (run in-process under an exit hook), or None."""
+    import subprocess
+
+    code = f"HEAVY = {HEAVY!r}\n" + HOOK.replace("ARGS", repr(args))
+    proc = subprocess.run([project_python(), "-c", code], cwd=cwd, env=offline_env(), capture_output=True, text=True,
+                          timeout=300)
+    for line in proc.stderr.splitlines():
+        if line.startswith("HEAVY="):
+            return [m for m in line[6:].split(",") if m]
+    return None
+
+
+def _measure(cmd: list[str], runs: int, cwd: str, env: dict[str, str] | None = None,
+             expect_rc: int | None = 0) -> dict[str, Any]:
+    walls, rss, error = [], [], ""
+    for _ in range(runs):
+        wall, peak, proc = peak_rss_cmd(cmd, env=env or offline_env(), cwd=cwd)
+        if expect_rc is not None and proc.returncode != expect_rc:
+            error = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+            error = f"exit {proc.returncode}: {error[0][:300]}"
+            break
+        walls.append(wall)
+        rss.append(peak)
+    return {"wall": summary(walls), "rss_mib": summary(rss), "error": error}
+
+
+def _first_request(runs: int, work: Path) -> dict[str, Any]:
+    """``thinkflow-run`` on the bench agent (openai/bench at the bench server): launch -> first chat request."""
+    from thinkflow_agent import write_agent
+
+    firsts, walls, rss, error = [], [], [], ""
+    with ServerProcess() as server:
+        agent = write_agent(server.url, folder=work / "run-agent")
+        env = offline_env({"PYTHONPATH": str(BENCH / "peers")})
+        for _ in range(runs):
+            server.script([{"text": "The order costs 43 dollars."}])
+            launched = time.time()
+            wall, peak, proc = peak_rss_cmd([_bin("thinkflow-run"), str(agent), "What does the order cost?"],
+                                            env=env, cwd=str(work / "run-agent"))
+            arrived = server.state()["arrived"]
+            if proc.returncode != 0 or not arrived:
+                tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
+                error = f"exit {proc.returncode}: {tail[0][:300]}"
+                break
+            firsts.append(arrived[0] - launched)
+            walls.append(wall)
+            rss.append(peak)
+    return {"wall": summary(firsts), "total_wall": summary(walls), "rss_mib": summary(rss), "error": error}
+
+
+def run(runs: int = 5, files: int = 200, tiny: bool = False, with_peers: bool | None = None) -> dict[str, Any]:
+    """Measure every cold-start row; returns ``{"rows": [...], "heavy": {...}, "files": n, "runs": n}``."""
+    from bench_validate import generate
+
+    if tiny:
+        runs, files = 1, 20
+    if with_peers is None:
+        with_peers = PEERS_PY.exists() and not tiny
+    py = project_python()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="thinkflow-coldstart-") as tmp:
+        work = Path(tmp)
+        corpus = work / "corpus"
+        generate(corpus, files)
+        cwd = str(corpus)
+        rows.append({"name": "python -c pass (interpreter floor)", **_measure([py, "-c", "pass"], runs, cwd)})
+        rows.append({"name": "thinkflow --help", **_measure([_bin("thinkflow"), "--help"], runs, cwd)})
+        rows.append({"name": f"thinkflow validate ({files} files)",
+                     **_measure([_bin("thinkflow"), "validate"], runs, cwd)})
+        if not tiny:
+            rows.append({"name": 'python -c "import litellm" (floor of the loop)',
+                         **_measure([py, "-c", "import litellm"], runs, cwd)})
+        rows.append({"name": "thinkflow-run, launch -> first model request", **_first_request(runs, work)})
+        if with_peers:
+            rows.append({"name": "peer: import langchain create_agent + ChatOpenAI",
+                         **_measure([str(PEERS_PY), "-c", "from langchain.agents import create_agent; "
+                                     "from langchain_openai import ChatOpenAI"], runs, cwd)})
+            rows.append({"name": "peer: import smolagents ToolCallingAgent + LiteLLMModel",
+                         **_measure([str(PEERS_PY), "-c", "from smolagents import ToolCallingAgent, LiteLLMModel; "
+                                     "import litellm"], runs, cwd)})
+        heavy = {"thinkflow --help": heavy_imports(["--help"], cwd),
+                 "thinkflow validate": heavy_imports(["validate"], cwd)}
+    validate = next(r for r in rows if r["name"].startswith("thinkflow validate"))
+    targets = [{"target": f"`thinkflow {k.split()[-1]}` imports no heavy library (litellm, chromadb, torch, ...)",
+                "value": "none" if v == [] else ("unknown" if v is None else ", ".join(v)), "met": v == []}
+               for k, v in heavy.items()]
+    if not tiny and files == 200 and validate["wall"]["n"]:
+        med = validate["wall"]["median"]
+        targets.append({"target": "`thinkflow validate` of 200 files under 1 s wall",
+                        "value": f"{med:.3f} s ({(med - 1) * 100:+.0f} % vs 1 s)", "met": med < 1.0})
+    return {"rows": rows, "heavy": heavy, "files": files, "runs": runs, "targets": targets}
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The cold-start section of RESULTS.md."""
+    lines = [f"Fresh process each time, {result['runs']} runs; wall seconds median (min-max); peak RSS MiB median "
+             "(min-max).", "",
+             "| command | wall, s | peak RSS, MiB |", "|---|---|---|"]
+    for r in result["rows"]:
+        if r.get("error"):
+            lines.append(f"| {r['name']} | failed: {r['error']} | |")
+            continue
+        extra = ""
+        if "total_wall" in r:
+            extra = f" (whole run with one model call: {fmt_range(r['total_wall'], digits=2)})"
+        lines.append(f"| {r['name']} | {fmt_range(r['wall'], digits=3)}{extra} | {fmt_range(r['rss_mib'], digits=0)} |")
+    lines += ["", "Heavy modules in `sys.modules` at exit: " + "; ".join(
+        f"`{k}`: {'none' if v == [] else ('could not tell' if v is None else ', '.join(v))}"
+        for k, v in result["heavy"].items()) + "."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--files", type=int, default=200)
+    ap.add_argument("--tiny", action="store_true", help="1 run, 20 files, no litellm floor, no peers")
+    ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    result = run(args.runs, args.files, tiny=args.tiny, with_peers=False if args.no_peers else None)
+    print(markdown(result))
+    for t in result["targets"]:
+        print(f"[{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['value']}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,319 @@
+"""Loop overhead and prompt tokens: ThinkFlow vs a bare LiteLLM loop vs LangChain's agent vs smolagents.
+
+Every implementation runs the same 10-step task (``bench/peers/task.py``: nine tool calls, then the final answer)
+against one scripted OpenAI-compatible server (``bench/server.py``, zero latency, its own process). Each
+implementation lives in its own worker process (``bench/peers/driver.py --worker``; the peers in
+``bench/.venv-peers``), built once; then the workers are measured in interleaved rounds so that load drift on the
+machine hits each alike.
+
+Per run: client overhead per step = (wall time of the run - the server's handling time of its requests) / model
+calls. Headline: each implementation's median overhead per step as a ratio to the bare LiteLLM loop's, with the
+min-max of that ratio over the rounds. Tokens: ``bench/tokens.py`` on the request bodies the server received.
+
+Usage: ``python bench/bench_loop.py [--rounds 8] [--runs 5] [--tiny] [--json out.json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (BENCH, PEERS_PY, ROOT, WORK, ServerProcess, fmt_range, offline_env,  # noqa: E402
+                    project_python, summary)
+from tokens import count_parts, count_request  # noqa: E402
+
+BASELINE = "bare_litellm"
+
+# (key, label, venv, module, extra driver args)
+IMPLS: list[tuple[str, str, str, str, list[str]]] = [
+    ("bare_litellm", "bare LiteLLM loop", "project", "bare_litellm", []),
+    ("thinkflow", "ThinkFlow", "project", "thinkflow_agent", []),
+    ("thinkflow_notrace", "ThinkFlow, no trace file", "project", "thinkflow_agent", ["--no-trace"]),
+    ("bare_openai", "bare OpenAI SDK loop", "peers", "bare_openai", []),
+    ("langchain", "LangChain create_agent (ChatOpenAI)", "peers", "langchain_agent", []),
+    ("smolagents", "smolagents ToolCallingAgent (LiteLLMModel)", "peers", "smolagents_agent", []),
+]
+# Tokens only (one run each): ThinkFlow with a short-term memory window of 4 messages.
+WINDOW_IMPLS = [("thinkflow_w4", "ThinkFlow, short_term window 4", "project", "thinkflow_agent",
+                 ["--window", "4", "--no-trace"])]
+PEER_KEYS = ("langchain", "smolagents")
+
+
+def thinkflow_loop_available() -> bool:
+    """True when the package has the loop and the model client (the ThinkFlow implementation can run)."""
+    pkg = ROOT / "runner" / "thinkflow"
+    return (pkg / "loop.py").exists() and (pkg / "agent.py").exists() and (pkg / "models.py").exists()
+
+
+class Worker:
+    """One ``driver.py --worker`` process."""
+
+    def __init__(self, key: str, label: str, venv: str, module: str, extra: list[str], url: str) -> None:
+        self.key, self.label, self.venv, self.module = key, label, venv, module
+        python = str(PEERS_PY) if venv == "peers" else project_python()
+        WORK.mkdir(parents=True, exist_ok=True)
+        self.log_path = WORK / f"loop-{key}.log"
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([python, str(BENCH / "peers" / "driver.py"), module, "--url", url, "--worker",
+                                      *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     text=True, env=offline_env(), cwd=str(WORK))
+        self.head: dict[str, Any] = {}
+        self.error = ""
+
+    def ready(self) -> bool:
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line:
+            self.error = self._tail()
+            return False
+        self.head = json.loads(line)
+        return True
+
+    def measure(self, runs: int, warmup: int = 0, steps: int = 10) -> dict | None:
+        if self.error:
+            return None
+        assert self.proc.stdin and self.proc.stdout
+        try:
+            self.proc.stdin.write(json.dumps({"runs": runs, "warmup": warmup, "steps": steps}) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:
+            self.error = self._tail()
+            return None
+        return json.loads(line)
+
+    def _tail(self) -> str:
+        self.log.flush()
+        lines = [ln for ln in self.log_path.read_text(errors="replace").splitlines() if ln.strip()]
+        return " | ".join(lines[-3:])[-600:] or f"worker exited with {self.proc.poll()}"
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(15)
+        except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
+            self.proc.kill()
+        self.log.close()
+
+
+def _tokens(bodies: list[dict]) -> list[int]:
+    return [count_request(b) for b in bodies]
+
+
+def run(rounds: int = 8, runs: int = 5, warmup: int = 2, growth_steps: int = 30, tiny: bool = False,
+        with_peers: bool | None = None) -> dict:
+    """Measure; returns the result dict that :func:`markdown` renders.
+
+    Args:
+        rounds, runs: interleaved rounds, and timed runs per implementation per round.
+        warmup: untimed runs per implementation before the first round.
+        growth_steps: length of the one extra run per implementation used for the prompt-growth figures.
+        tiny: one run of a 3-step task for the project-venv implementations only (the smoke test).
+        with_peers: include the peers' venv implementations (default: when bench/.venv-peers exists, not tiny).
+    """
+    if tiny:
+        rounds, runs, warmup, growth_steps = 1, 1, 0, 0
+    if with_peers is None:
+        with_peers = PEERS_PY.exists() and not tiny
+    has_tf = thinkflow_loop_available()
+    chosen = [i for i in IMPLS if (with_peers or i[2] == "project") and (has_tf or not i[0].startswith("thinkflow"))]
+    if tiny:
+        chosen = [i for i in chosen if i[0] in (BASELINE, "thinkflow")]
+    window = [] if tiny or not has_tf else WINDOW_IMPLS
+    steps = 3 if tiny else 10
+    skipped = []
+    if not has_tf:
+        skipped.append("ThinkFlow (thinkflow.loop / thinkflow.models not present in this tree)")
+    if not with_peers:
+        skipped.append("peers (bench/.venv-peers missing: run `bash bench/setup_peers.sh`)" if not PEERS_PY.exists()
+                       else "peers (not requested)")
+
+    result: dict[str, Any] = {"rounds": rounds, "runs_per_round": runs, "warmup": warmup, "steps": steps,
+                              "growth_steps": growth_steps, "skipped": skipped, "impls": {}}
+    with ServerProcess() as server:
+        workers: list[Worker] = []
+        for key, label, venv, module, extra in chosen + window:
+            w = Worker(key, label, venv, module, [*extra, "--steps", str(steps)], server.url)
+            if not tiny:
+                w.ready()      # build one at a time: imports do not compete for the CPU
+            workers.append(w)
+        if tiny:               # smoke size: build in parallel, nothing is timed that matters
+            for w in workers:
+                w.ready()
+        timed = [w for w in workers if w.key not in {k for k, *_ in window}]
+        data: dict[str, dict[str, Any]] = {w.key: {"runs": [], "round_medians": [], "bodies": []} for w in workers}
+        if warmup:
+            for w in timed:
+                w.measure(0, warmup, steps)
+        for r in range(rounds):
+            order = timed[r % len(timed):] + timed[:r % len(timed)] if timed else []
+            for w in order:
+                out = w.measure(runs, 0, steps)
+                if out is None:
+                    continue
+                data[w.key]["runs"] += out["runs"]
+                data[w.key]["bodies"] = out["bodies"]
+                data[w.key]["round_medians"].append(statistics.median(_overhead(x) for x in out["runs"]))
+        for w in workers:
+            if w.key in {k for k, *_ in window}:
+                out = w.measure(1, 0, steps)
+                if out:
+                    data[w.key]["bodies"] = out["bodies"]
+                    data[w.key]["runs"] = out["runs"]
+            if growth_steps and not w.error:
+                out = w.measure(1, 0, growth_steps)
+                data[w.key]["growth"] = _tokens(out["bodies"]) if out else []
+        for w in workers:
+            w.close()
+
+    for w in workers:
+        d = data[w.key]
+        runs_ = d["runs"]
+        entry = {"label": w.label, "venv": w.venv, "module": w.module, "error": w.error,
+                 "versions": w.head.get("versions", {}), "build_seconds": w.head.get("build_seconds"),
+                 "tokens_only": w.key in {k for k, *_ in window},
+                 "overhead_per_step": summary([_overhead(x) for x in runs_]),
+                 "wall_per_step": summary([x["wall"] / max(1, x["requests"]) for x in runs_]),
+                 "server_per_step": summary([x["server"] / max(1, x["requests"]) for x in runs_]),
+                 "requests_per_run": sorted({x["requests"] for x in runs_}),
+                 "ok": sum(1 for x in runs_ if x["ok"]), "n": len(runs_),
+                 "round_medians": d["round_medians"],
+                 "tokens": _tokens(d["bodies"]),
+                 "token_parts_first": count_parts(d["bodies"][0]) if d["bodies"] else {},
+                 "growth": d.get("growth", [])}
+        result["impls"][w.key] = entry
+    _ratios(result)
+    result["targets"] = [] if tiny else _targets(result)
+    return result
+
+
+def _overhead(x: dict) -> float:
+    return (x["wall"] - x["server"]) / max(1, x["requests"])
+
+
+def _ratios(result: dict) -> None:
+    impls = result["impls"]
+    base = impls.get(BASELINE)
+    for e in impls.values():
+        e["ratio"] = None
+        e["ratio_rounds"] = {}
+        if not base or not base["overhead_per_step"]["n"] or not e["overhead_per_step"]["n"]:
+            continue
+        e["ratio"] = e["overhead_per_step"]["median"] / base["overhead_per_step"]["median"]
+        per_round = [a / b for a, b in zip(e["round_medians"], base["round_medians"]) if b]
+        e["ratio_rounds"] = summary(per_round)
+        if e["tokens"]:
+            e["tokens_mean"] = sum(e["tokens"]) / len(e["tokens"])
+
+
+def _targets(result: dict) -> list[dict]:
+    impls = result["impls"]
+    tf = impls.get("thinkflow")
+    targets = []
+    if tf and tf.get("ratio"):
+        r = tf["ratio"]
+        targets.append({"target": "loop overhead <= 5 % above the bare LiteLLM loop",
+                        "value": f"{(r - 1) * 100:+.1f} %", "met": r <= 1.05})
+        peers = {k: impls[k] for k in PEER_KEYS if k in impls and impls[k].get("ratio")}
+        if peers:
+            worst = min(peers.values(), key=lambda e: e["ratio"])
+            targets.append({"target": "loop overhead below every peer",
+                            "value": f"ThinkFlow {r:.2f}x vs lowest peer {worst['label']} {worst['ratio']:.2f}x",
+                            "met": all(r < e["ratio"] for e in peers.values())})
+            tok = {k: e.get("tokens_mean") for k, e in peers.items() if e.get("tokens_mean")}
+            if tok and tf.get("tokens_mean"):
+                smallest = min(tok, key=tok.get)
+                diff = tf["tokens_mean"] - tok[smallest]
+                targets.append({"target": "prompt tokens per step <= the smallest peer's",
+                                "value": f"ThinkFlow {tf['tokens_mean']:.0f} vs {impls[smallest]['label']} "
+                                         f"{tok[smallest]:.0f} ({diff:+.0f} tokens, "
+                                         f"{diff / tok[smallest] * 100:+.1f} %)",
+                                "met": tf["tokens_mean"] <= tok[smallest]})
+    return targets
+
+
+def markdown(result: dict) -> str:
+    """The loop-overhead and token sections of RESULTS.md."""
+    impls = result["impls"]
+    lines = [f"Same {result['steps']}-step task (9 tool calls, then the final answer) against the scripted "
+             f"OpenAI-compatible server (zero latency, own process); {result['rounds']} interleaved rounds x "
+             f"{result['runs_per_round']} runs per implementation after {result['warmup']} warm-up runs. "
+             "Overhead per step = (run wall time - server handling time) / model calls. "
+             "Ratio = median overhead / the bare LiteLLM loop's (min-max: the ratio of per-round medians).", "",
+             "| implementation | overhead / step, ms: median (min-max) | ratio to bare LiteLLM (rounds min-max) "
+             "| wall / step, ms | answer right | prompt tokens / step (mean; step 1 -> step 10) |",
+             "|---|---|---|---|---|---|"]
+    for key, e in impls.items():
+        if e["tokens_only"]:
+            continue
+        if e["error"] and not e["n"]:
+            err = e["error"].split(" | ")[-1].replace("|", "/")[:200]
+            lines.append(f"| {e['label']} | failed: {err} | | | | |")
+            continue
+        ratio = (f"{e['ratio']:.2f}x ({fmt_range(e['ratio_rounds'], digits=2)})"
+                 if e.get("ratio") else "n/a")
+        toks = e["tokens"]
+        tok = f"{sum(toks) / len(toks):.0f} ({toks[0]} -> {toks[-1]})" if toks else "n/a"
+        lines.append(f"| {e['label']} | {fmt_range(e['overhead_per_step'], scale=1000, digits=2)} | {ratio} | "
+                     f"{fmt_range(e['wall_per_step'], scale=1000, digits=2)} | {e['ok']}/{e['n']} | {tok} |")
+    lines += ["", "Prompt tokens (cl100k_base on the exact request bodies; see bench/tokens.py) of the first request, "
+              "by part, and how the prompt grows:", "",
+              "| implementation | system | tools JSON | conversation | step 1 | step 5 | step 10 |"
+              + (f" step {result['growth_steps']} ({result['growth_steps']}-step run) |" if result["growth_steps"]
+                 else ""),
+              "|---|---|---|---|---|---|---|" + ("---|" if result["growth_steps"] else "")]
+    for key, e in impls.items():
+        toks, p = e["tokens"], e["token_parts_first"]
+        if not toks:
+            continue
+
+        def at(i: int, seq: list[int] = toks) -> str:
+            return str(seq[i - 1]) if len(seq) >= i else "-"
+        row = (f"| {e['label']} | {p.get('system', '-')} | {p.get('tools', '-')} | {p.get('conversation', '-')} | "
+               f"{at(1)} | {at(5)} | {at(10)} |")
+        if result["growth_steps"]:
+            row += f" {at(result['growth_steps'], e.get('growth') or [])} |"
+        lines.append(row)
+    if result["skipped"]:
+        lines += ["", "Skipped: " + "; ".join(result["skipped"]) + "."]
+    return "\n".join(lines)
+
+
+def print_table(result: dict) -> None:
+    print(markdown(result))
+    for t in result.get("targets", []):
+        print(f"[{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['value']}")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--growth-steps", type=int, default=30)
+    ap.add_argument("--tiny", action="store_true", help="one 3-step run, project venv only (smoke test)")
+    ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--json", type=Path, help="write the result dict here")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    result = run(args.rounds, args.runs, args.warmup, args.growth_steps, tiny=args.tiny,
+                 with_peers=False if args.no_peers else None)
+    result["seconds"] = time.perf_counter() - t0
+    print_table(result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -91,6 +91,15 @@ def test_react_name_case_and_quotes():
     assert calls_of(react("Action: 'SEARCH'\nAction Input: {\"query\": \"x\"}")) == [("search", {"query": "x"})]
 
 
+def test_react_name_copied_with_its_signature():
+    # small models copy the signature the prompt shows them
+    assert calls_of(react('Action: calculator(expression: string)\nAction Input: {"expression": "2*3"}')) == [
+        ("calculator", {"expression": "2*3"})
+    ]
+    assert match_tool_name("Search(query: string, limit?: integer)", list(TOOLS)) == "search"
+    assert match_tool_name("nothing(x)", list(TOOLS)) == "nothing(x)"
+
+
 def test_react_exact_name_wins_over_case_insensitive():
     tools = {"Search": SEARCH, "search": SEARCH}
     action = parse_reply('Action: Search\nAction Input: {"query": "a"}', style="react", tools=tools)

@@ -102,17 +102,19 @@ NAME_STRIP = " \t\r\n*`'\"“”‘’「」『』<>[]:：.,;"
 
 
 def match_tool_name(raw: str, tool_names: Sequence[str]) -> str:
-    """Return the known tool ``raw`` names: exact match, else ignoring case and surrounding quotes/backticks/``*``;
-    an unknown name comes back cleaned but otherwise as written."""
+    """Return the known tool ``raw`` names: exact match, else ignoring case and surrounding quotes/backticks/``*``,
+    else the name before a ``(`` (small models copy the signature the prompt shows: ``calculator(expression:
+    string)``); an unknown name comes back cleaned but otherwise as written."""
     if raw in tool_names:
         return raw
     clean = raw.strip().strip(NAME_STRIP).strip()
-    if clean in tool_names:
-        return clean
-    folded = clean.casefold()
-    for name in tool_names:
-        if name.casefold() == folded:
-            return name
+    for candidate in dict.fromkeys((clean, clean.split("(", 1)[0].strip())):
+        if candidate in tool_names:
+            return candidate
+        folded = candidate.casefold()
+        for name in tool_names:
+            if name.casefold() == folded:
+                return name
     return clean
 
 

@@ -50,6 +50,8 @@ class TraceWriter:
     def __init__(self, path: str | os.PathLike[str], secrets: Iterable[str | None] = ()):
         self.path = Path(path)
         self.redact = Redactor(secrets)
+        # each secret as it appears inside a JSON string, to spot the lines that hold one
+        self._escaped = [json.dumps(secret, ensure_ascii=False)[1:-1] for secret in self.redact.secrets]
         self.error: Exception | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,7 +68,9 @@ class TraceWriter:
             return
         data = event.to_dict() if hasattr(event, "to_dict") else dict(event)
         try:
-            line = json.dumps(self.redact(json.loads(json.dumps(data, default=_default))), ensure_ascii=False)
+            line = json.dumps(data, default=_default, ensure_ascii=False)
+            if any(secret in line for secret in self._escaped):  # rare: redact the structure, then re-encode
+                line = json.dumps(self.redact(json.loads(line)), ensure_ascii=False)
             self._file.write(line + "\n")
             self._file.flush()
         except (OSError, ValueError) as error:

@@ -203,7 +203,7 @@ def test_ping_pong_is_caught(openai_server, tmp_path):
     assert result.status == "loop_detected"
     assert result.steps == 7
     assert openai_server.requests[6]["messages"][-1]["content"].startswith(
-        "Warning: you keep alternating between 'calculator' and 'calculator' with the same arguments"
+        "Warning: you keep alternating between two calls of 'calculator' with the same arguments"
     )
     assert "alternating" in result.error
 
@@ -535,7 +535,7 @@ def test_long_term_memory_fact_recalled_by_next_run(openai_server, tmp_path):
     second = run(build(spec), "What is my favourite colour?", trace_dir=tmp_path / "runs", on_event=events.append)
     assert second.status == "completed"
     system = openai_server.requests[2]["messages"][0]["content"]
-    assert f"- {fact}\n" in system
+    assert f"- {fact}" in system
     assert system.count(fact) == 1
     recalled = [e for e in events if e.type == "memory_recalled"]
     assert fact in [m["content"] for m in recalled[0].memories]

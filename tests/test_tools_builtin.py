@@ -144,6 +144,9 @@ def test_plot_chart_writes_a_png(sales):
     png = root / "charts" / "units_by_region.png"
     assert result.data["path"] == str(png.resolve())
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the result column query_data showed ("sum_units") means the column "units" summed
+    named = box(root).call("plot_chart", {"path": "sales.csv", "x": "region", "y": "sum_units", "output": "n.png"})
+    assert named.text == "saved bar chart of sum of units by region (3 points) to n.png"
     line = box(root).call("plot_chart", {"path": "sales.csv", "x": "units", "y": "price", "kind": "scatter",
                                          "output": "out/s"})
     assert line.data["path"] == str((root / "out" / "s.png").resolve())

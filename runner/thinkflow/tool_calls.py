@@ -123,8 +123,7 @@ def _repetition_warning(repetition: Any, call: ToolCall, messages: Sequence[Mess
             previous = m.content
             break
     if repetition.last_pattern == "ping-pong":
-        a, b = repetition.alternating_names()
-        head = (f"Warning: you keep alternating between '{a}' and '{b}' with the same arguments; "
+        head = (f"Warning: you keep alternating between {_pair(repetition)} with the same arguments; "
                 "this call was not run again.")
     else:
         head = (f"Warning: you called '{call.name}' with the same arguments {repetition.repeat} times in a "
@@ -135,8 +134,13 @@ def _repetition_warning(repetition: Any, call: ToolCall, messages: Sequence[Mess
     return f"{head}\n{tail}"
 
 
+def _pair(repetition: Any) -> str:
+    """The two calls of a ping-pong: "'a' and 'b'", or "two calls of 'a'" when both call the same tool."""
+    a, b = repetition.alternating_names()
+    return f"two calls of '{a}'" if a == b else f"'{a}' and '{b}'"
+
+
 def _loop_message(repetition: Any, call: ToolCall) -> str:
     if repetition.last_pattern == "ping-pong":
-        a, b = repetition.alternating_names()
-        return f"the model kept alternating between tools '{a}' and '{b}' with the same arguments after a warning"
+        return f"the model kept alternating between {_pair(repetition)} with the same arguments after a warning"
     return f"the model kept calling '{call.name}' with the same arguments after a warning"

@@ -58,6 +58,15 @@ def _column(df: Any, name: str) -> str:
     raise DataToolError(f"no column {name!r}{hint}; columns are: {columns}")
 
 
+def _unfold_aggregate(df: Any, y: str, agg: str | None) -> tuple[str, str | None]:
+    """A ``y`` named like query_data's result columns (``sum_sales``) means ``y="sales", agg="sum"`` when the
+    file has no such column: models chart the column name they were just shown."""
+    head, _, rest = y.partition("_")
+    if y not in df.columns and head in AGGS and rest in df.columns and agg in (None, head):
+        return rest, head
+    return y, agg
+
+
 def _value(df: Any, column: str, text: str) -> Any:
     text = text.strip()
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
@@ -180,6 +189,7 @@ def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: st
     and save a PNG inside the workspace (matplotlib, Agg backend). ``data["path"]`` is the absolute file path."""
     try:
         df, _ = _load(root, path)
+        y, agg = _unfold_aggregate(df, y, agg)
         x_col, y_col = _column(df, x), _column(df, y)
         if kind not in ("line", "bar", "scatter"):
             raise DataToolError(f"kind must be line, bar or scatter; got {kind!r}")

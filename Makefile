@@ -16,7 +16,7 @@ $(BIN)/thinkflow: requirements.lock pyproject.toml
 setup: $(BIN)/thinkflow
 
 run: setup
-	$(BIN)/thinkflow-run agents.d/data_analyst.yaml "$(TASK)"
+	$(BIN)/thinkflow-run agents.d/data_analyst.yaml "$(TASK)" $(RUN_ARGS)
 
 # pytest exits 5 when it collected no test: an empty selection is a failure, never green by accident.
 test: setup

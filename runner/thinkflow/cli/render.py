@@ -300,16 +300,14 @@ def render_trace(events: Iterable[dict[str, Any]], console: Console, *, full: bo
             console.print(f"[dim]summary of {e.get('replaced_messages')} messages: {escape(shorten(e.get('text', ''), 300))}[/]")
         elif kind == "plan_created":
             console.print(f"[bold]plan (revision {e.get('revision', 0)})[/]")
-            for i, step in enumerate(e.get("steps") or [], 1):
-                console.print(f"  {i}. {escape(str(step.get('instruction', step)) if isinstance(step, dict) else str(step))}")
+            _print_plan(console, e.get("steps"), 1)
         elif kind == "step_outcome":
             console.print(f"  plan step {e.get('index')}: {e.get('status')} · {escape(shorten(e.get('result', ''), 200))}")
         elif kind == "plan_step_started":
             console.print(f"\n[bold]plan step {e.get('index')}: {escape(e.get('instruction', ''))}[/]")
         elif kind == "plan_revised":
             console.print(f"[bold]plan revision {e.get('revision')}[/] [dim]{escape(e.get('reason', ''))}[/]")
-            for i, step in enumerate(e.get("steps") or [], int(e.get("start") or 1)):
-                console.print(f"  {i}. {escape(str(step.get('instruction', step)) if isinstance(step, dict) else str(step))}")
+            _print_plan(console, e.get("steps"), int(e.get("start") or 1))
         elif kind == "subagent_event":
             line = subagent_line(e.get("event") or {})
             if line is not None:
@@ -325,3 +323,10 @@ def render_trace(events: Iterable[dict[str, Any]], console: Console, *, full: bo
                 console.print(f"[{color}]{escape(e['error'])}[/]")
             if status != "completed" and e.get("answer"):
                 console.print(Panel(escape(e["answer"]), title="partial answer", expand=False))
+
+
+def _print_plan(console: Any, steps: Any, start: int) -> None:
+    """A plan's steps as a numbered list from ``start`` (a step is a dict with "instruction", or text)."""
+    for i, step in enumerate(steps or [], start):
+        text = str(step.get("instruction", step)) if isinstance(step, dict) else str(step)
+        console.print(f"  {i}. {escape(text)}")

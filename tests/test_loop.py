@@ -356,6 +356,49 @@ def test_output_schema_gives_up_after_two_repairs(openai_server, tmp_path):
     assert "'product' is a required property" in result.error
 
 
+# ------------------------------------------------------------------------------------------------ check_answer_files
+
+
+def test_answer_naming_a_missing_chart_is_sent_back_and_the_chart_made(openai_server, tmp_path):
+    (tmp_path / "s.csv").write_text("product,sales\nA,1\nB,5\nA,2\n")
+    claim = "B sells most (5); chart: charts/sales_by_product.png"
+    openai_server.push(
+        text(claim),
+        tool_calls([("plot_chart", {"path": "s.csv", "x": "product", "y": "sales"}, "p1")]),
+        text(claim),
+    )
+    spec = make_spec(openai_server, tmp_path, tools=("plot_chart",), check_answer_files=True)
+    result, events = go(spec, "best product? chart it", tmp_path)
+    assert (result.status, result.answer, result.steps) == ("completed", claim, 3)
+    assert (tmp_path / "charts" / "sales_by_product.png").read_bytes()[:4] == b"\x89PNG"
+    sent_back = openai_server.requests[1]["messages"][-1]
+    assert sent_back == {"role": "user", "content": (
+        "Your final answer names charts/sales_by_product.png, but it does not exist yet: nothing has been written. "
+        f"Call the tool that creates it now. Then give the same final answer again: {json.dumps(claim)} "
+        "(if you cannot create it, give that answer without it).")}
+    warnings = [(e.code, e.step) for e in events if e.type == "warning"]
+    assert warnings == [("missing_files", 1)]
+    assert [e.type for e in events].count("final_answer") == 1
+
+
+def test_a_second_answer_naming_missing_files_is_accepted_with_a_warning(openai_server, tmp_path):
+    openai_server.push(text("see out/a.png"), text("see out/a.png and out/b.png"))
+    result, events = go(make_spec(openai_server, tmp_path, check_answer_files=True), "x", tmp_path)
+    assert (result.status, result.answer, result.steps) == ("completed", "see out/a.png and out/b.png", 2)
+    assert [e.message for e in events if e.type == "warning"] == [
+        "the final answer names files that do not exist: out/a.png; sent back to the model",
+        "the final answer names files that do not exist: out/a.png, out/b.png",
+    ]
+
+
+def test_files_in_answers_are_not_checked_unless_asked_or_when_they_exist(openai_server, tmp_path):
+    (tmp_path / "real.csv").write_text("a\n1\n")
+    openai_server.push(text("see out/a.png"), text("see real.csv"))
+    assert go(make_spec(openai_server, tmp_path), "x", tmp_path)[0].steps == 1
+    result, events = go(make_spec(openai_server, tmp_path, check_answer_files=True), "x", tmp_path)
+    assert (result.answer, result.steps, [e for e in events if e.type == "warning"]) == ("see real.csv", 1, [])
+
+
 # ------------------------------------------------------------------------------------------------ interrupt, trace
 
 

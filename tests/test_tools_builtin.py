@@ -150,3 +150,17 @@ def test_plot_chart_writes_a_png(sales):
     line = box(root).call("plot_chart", {"path": "sales.csv", "x": "units", "y": "price", "kind": "scatter",
                                          "output": "out/s"})
     assert line.data["path"] == str((root / "out" / "s.png").resolve())
+
+
+def test_plot_chart_sums_a_bar_chart_whose_x_repeats(sales):
+    root, df = sales
+    result = box(root).call("plot_chart", {"path": "sales.csv", "x": "product", "y": "units"})
+    n = df["product"].nunique()
+    assert result.text == (f"saved bar chart of sum of units by product ({n} points) to charts/units_by_product.png "
+                           "(product repeats, so units is summed per product; pass agg to choose another)")
+    assert {k: result.data[k] for k in ("kind", "x", "y", "agg", "points")} == {
+        "kind": "bar", "x": "product", "y": "units", "agg": "sum", "points": n}
+    # a scatter plot keeps every row; nothing half-written is left beside the chart
+    scatter = box(root).call("plot_chart", {"path": "sales.csv", "x": "product", "y": "units", "kind": "scatter"})
+    assert (scatter.data["agg"], scatter.data["points"]) == (None, len(df))
+    assert sorted(p.name for p in (root / "charts").iterdir()) == ["units_by_product.png"]

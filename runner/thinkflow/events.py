@@ -204,7 +204,7 @@ class StyleSwitched(Event):
 @dataclass
 class Warning(Event):  # noqa: A001 - the event's name in the trace is "warning"
     """Something the user should know that did not stop the run (corrupt session moved aside, repetition, ...).
-    ``code`` is a short machine name (``session_corrupt``, ``repetition``, ``empty_reply``, ...)."""
+    ``code`` is a short machine name (``session_corrupt``, ``repetition``, ``empty_reply``, ``missing_files``, ...)."""
 
     type: ClassVar[str] = "warning"
     message: str = ""

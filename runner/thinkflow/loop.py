@@ -7,7 +7,8 @@ back, until the model gives a final answer or a limit ends the run. Every run en
 
 Faults that become observations for the model: an unparsable reply (with the expected format), arguments that
 cannot be decoded, an unknown tool, a failing or denied tool, a repeated call (one warning), a final answer that
-does not match ``output_schema`` (sent back for repair twice). Faults that end the run with a status: a model error
+does not match ``output_schema`` (sent back for repair twice), a final answer naming files that do not exist
+(``loop.check_answer_files``, sent back once). Faults that end the run with a status: a model error
 after retries (``model_error``), repeated empty replies (``model_error``), ``max_steps``, the wall-clock
 ``timeout``, a budget (``budget_exceeded``), a repetition that continues after the warning (``loop_detected``),
 an answer still invalid after the repairs (``invalid_output``), Ctrl-C (``interrupted``). A run that ends early
@@ -29,6 +30,7 @@ from typing import Any, Callable
 
 from . import events as ev
 from .actions import FinalAnswer, ParseFailure, ToolAction
+from .answer_files import MAX_FILE_CHECKS, missing_files, missing_files_request
 from .errors import ModelError, ThinkFlowError
 from .final_output import MAX_OUTPUT_REPAIRS, check_output, repair_request
 from .limits import Budget, RepetitionDetector
@@ -100,6 +102,7 @@ class _Run(RunBase):
         self.empty_replies = 0
         self.malformed = 0
         self.output_repairs = 0
+        self.file_checks = 0
         self._system_cache: tuple[tuple, str] | None = None
         self._cost_warned = False
 
@@ -334,6 +337,8 @@ class _Run(RunBase):
         answer = action.text
         schema = self.spec.output_schema
         self.messages.append(Message("assistant", reply.text if reply.text.strip() else answer))
+        if self.loop_spec.check_answer_files and not self._files_exist(answer, step):
+            return None
         if schema is not None:
             value, problem = check_output(action, schema)
             if problem is not None:
@@ -350,6 +355,23 @@ class _Run(RunBase):
             answer = json.dumps(value, ensure_ascii=False)
         self.emit(ev.FinalAnswer(step=step, text=answer, thought=action.thought))
         return "completed", answer, None
+
+    def _files_exist(self, answer: str, step: int) -> bool:
+        """False when ``answer`` names missing files and is sent back (``loop.check_answer_files``); after
+        :data:`MAX_FILE_CHECKS` such answers, True with a warning."""
+        missing = missing_files(answer, Path(self.spec.workspace))
+        if not missing:
+            return True
+        if self.file_checks >= MAX_FILE_CHECKS:
+            self.emit(ev.Warning(f"the final answer names files that do not exist: {', '.join(missing)}",
+                                 code="missing_files", step=step))
+            return True
+        self.file_checks += 1
+        self.last_answer_attempt = answer
+        self.emit(ev.Warning(f"the final answer names files that do not exist: {', '.join(missing)}; sent back "
+                             "to the model", code="missing_files", step=step))
+        self.messages.append(Message("user", missing_files_request(answer, missing)))
+        return False
 
     # ------------------------------------------------------------------------------------------------ tools
     def _run_tools(self, action: ToolAction, reply: ModelReply, step: int) -> tuple[str, str, str | None] | None:

@@ -76,6 +76,8 @@ class LoopSpec:
         max_tool_calls: budget of tool calls over the run, or None.
         max_empty_replies: empty replies retried with a nudge before the run fails.
         stream: stream the model's text to the console as it arrives.
+        check_answer_files: send back (once) a final answer that names files which do not exist
+            (see :mod:`thinkflow.answer_files`).
     """
 
     style: ActionStyle = "auto"
@@ -86,6 +88,7 @@ class LoopSpec:
     max_tool_calls: int | None = None
     max_empty_replies: int = 2
     stream: bool = False
+    check_answer_files: bool = False
 
 
 @dataclass(frozen=True)

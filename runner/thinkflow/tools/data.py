@@ -8,6 +8,7 @@ imports them). Filters are parsed here (``column op value`` joined by ``and``), 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -186,13 +187,19 @@ def query_data(root: Path, path: str, group_by: str | None = None, column: str |
 def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: str | None = None,
                title: str | None = None, output: str | None = None) -> ToolResult:
     """Plot ``y`` against ``x`` (aggregated per ``x`` with ``agg`` when given) as a line, bar or scatter chart
-    and save a PNG inside the workspace (matplotlib, Agg backend). ``data["path"]`` is the absolute file path."""
+    and save a PNG inside the workspace (matplotlib, Agg backend; written to a temporary file and renamed, so a
+    crash never leaves half a PNG). A bar or line chart whose ``x`` repeats and that has no ``agg`` sums ``y`` per
+    ``x`` (one bar per value; the observation says so). ``data``: ``path`` (absolute), ``points``, ``kind``, ``x``,
+    ``y``, ``agg``."""
     try:
         df, _ = _load(root, path)
         y, agg = _unfold_aggregate(df, y, agg)
         x_col, y_col = _column(df, x), _column(df, y)
         if kind not in ("line", "bar", "scatter"):
             raise DataToolError(f"kind must be line, bar or scatter; got {kind!r}")
+        note = ""
+        if not agg and kind != "scatter" and df[x_col].duplicated().any():
+            agg, note = "sum", f" ({x_col} repeats, so {y_col} is summed per {x_col}; pass agg to choose another)"
         if agg:
             frame = query(df, group_by=x_col, column=y_col, agg=agg)
             xs, ys = frame[x_col], frame[frame.columns[1]]
@@ -224,10 +231,16 @@ def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: st
     ax.set_xlabel(x_col)
     ax.set_ylabel(y_label)
     ax.set_title(title or f"{y_label} by {x_col}")
-    fig.autofmt_xdate() if kind != "scatter" and len(xs) > 8 else None
+    if kind != "scatter" and len(xs) > 8:
+        fig.autofmt_xdate()
     fig.tight_layout()
     target.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(target, format="png")
+    partial = target.with_name(f".{target.name}.{os.getpid()}.part")
+    try:
+        fig.savefig(partial, format="png")
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
     rel = target.relative_to(root.resolve()).as_posix()
-    return ToolResult("ok", f"saved {kind} chart of {y_label} by {x_col} ({len(xs)} points) to {rel}",
-                      {"path": str(target), "points": len(xs)})
+    return ToolResult("ok", f"saved {kind} chart of {y_label} by {x_col} ({len(xs)} points) to {rel}{note}",
+                      {"path": str(target), "points": len(xs), "kind": kind, "x": x_col, "y": y_col, "agg": agg})

@@ -1,0 +1,66 @@
+"""The ``loop.check_answer_files`` check: a final answer must not name files that do not exist.
+
+Small models often finish with "... chart saved to charts/sales.png" without having called the tool that writes it.
+With the check on, the loop looks for file paths in a final answer (a path ending in one of
+:data:`FILE_EXTENSIONS`, relative to the agent's workspace or absolute; URLs are not paths) and, when one does not
+exist, sends the answer back once with :func:`missing_files_request` so the model can create the file with a tool or
+drop the claim. A second answer naming missing files is accepted with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+MAX_FILE_CHECKS = 1
+"""Final answers sent back for naming missing files before one is accepted with a warning."""
+
+FILE_EXTENSIONS = (
+    "png", "jpg", "jpeg", "gif", "svg", "webp", "pdf", "csv", "tsv", "json", "jsonl", "txt", "md", "html", "htm",
+    "xlsx", "xls", "parquet", "yaml", "yml", "log", "py", "sql", "zip",
+)
+
+# A path: optional leading "/" or "~/", directories, a name, a known extension; not preceded by a word character,
+# "/", ".", ":" or "-" (so the tail of a URL or of a longer name never matches) and not followed by a word character.
+_PATH = re.compile(
+    r"(?<![\w/.:~-])((?:~/|/)?(?:[\w.-]+/)*[\w-][\w.-]*\.(?:" + "|".join(FILE_EXTENSIONS) + r"))(?![\w/-])",
+    re.IGNORECASE,
+)
+
+
+def named_files(text: str) -> list[str]:
+    """The file paths named in ``text``, in order of first mention, without repeats.
+
+    A path ends in one of :data:`FILE_EXTENSIONS` (case-insensitive); quotes, backticks and brackets around it
+    are not part of it; ``https://host/a.png`` names no file.
+    """
+    seen: dict[str, None] = {}
+    for match in _PATH.finditer(text):
+        seen.setdefault(match.group(1), None)
+    return list(seen)
+
+
+def missing_files(text: str, workspace: Path) -> list[str]:
+    """The paths named in ``text`` (see :func:`named_files`) that do not exist, relative paths resolved against
+    ``workspace`` (a directory)."""
+    missing = []
+    for name in named_files(text):
+        path = Path(name).expanduser()
+        if not path.is_absolute():
+            path = workspace / path
+        if not path.exists():
+            missing.append(name)
+    return missing
+
+
+def missing_files_request(answer: str, missing: list[str]) -> str:
+    """The message that sends the final ``answer`` back because the files in ``missing`` do not exist; it quotes
+    the answer so the model can repeat it once the files are written."""
+    names = ", ".join(missing)
+    they, do, it = ("it", "does", "it") if len(missing) == 1 else ("they", "do", "them")
+    return (
+        f"Your final answer names {names}, but {they} {do} not exist yet: nothing has been written. "
+        f"Call the tool that creates {it} now. Then give the same final answer again: {json.dumps(answer)} "
+        f"(if you cannot create {it}, give that answer without {it})."
+    )

@@ -96,6 +96,14 @@ def test_tab_before_a_list_dash_is_one_line_with_the_fix(tmp_path):
     ]
 
 
+def test_a_control_character_is_located_by_line_and_column(tmp_path):
+    f = write(tmp_path / "a.yaml", AGENT_HEAD + "description: a\x07b\n")
+    assert issues_of(load_agent, f) == [
+        f"{f}:3:15: <root>: invalid YAML: control character U+0007 is not allowed "
+        "(remove it, or check that this is a text file)"
+    ]
+
+
 def test_env_values_arrive_byte_for_byte_and_defaults_apply(tmp_path):
     f = write(tmp_path / "a.yaml", AGENT_HEAD + """\
 model:

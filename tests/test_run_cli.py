@@ -75,6 +75,14 @@ def test_run_prints_answer_and_writes_trace(cli, tmp_path, openai_server):
     assert KEY not in traces[0].read_text(encoding="utf-8")
 
 
+def test_a_var_the_prompt_does_not_use_is_a_config_error(cli, tmp_path, openai_server):
+    result = cli.invoke(main, ["run", str(agent_yaml(tmp_path, openai_server)), "x", "--var", "woh=Ada"])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.strip() == ("--var woh: the agent's prompt (prompt.text) has no variable 'woh'; "
+                                     "it uses who (did you mean 'who'?)")
+    assert openai_server.requests == []
+
+
 def test_quiet_prints_only_the_answer(cli, tmp_path, openai_server):
     openai_server.push(text("42"))
     result = cli.invoke(main, ["run", str(agent_yaml(tmp_path, openai_server)), "answer?", "--quiet"])

@@ -95,3 +95,19 @@ def test_list_all_and_agent_tools(project):
     table = run("list", "agent.yaml")
     assert table.exit_code == 0
     assert "echo_it" in table.output and "(value: string)" in table.output
+
+
+def test_a_broken_tools_d_file_is_skipped_with_a_warning_unless_the_tool_may_be_in_it(project):
+    bad = project / "tools.d" / "bad.yaml"
+    bad.write_text("version: 1\nname: bad\ndescription: x\nkind: shell\n")
+    issue = f"{bad}:4:1: <root>: missing required key 'command' (a shell tool needs 'command')"
+    found = CliRunner().invoke(main, ["tools", "call", "echo_it", "--arg", "value=hi"])
+    assert (found.exit_code, found.stdout.splitlines()[0]) == (0, "hi")
+    assert found.stderr.startswith(f"warning: skipped {issue}")
+    missing = CliRunner().invoke(main, ["tools", "call", "bad", "--arg", "value=hi"])
+    assert missing.exit_code == 2
+    assert missing.stderr.startswith(
+        f"error: no tool 'bad' found, and ./tools.d has files that do not load (it may be in one):\n{issue}")
+    listed = CliRunner().invoke(main, ["tools", "list", "--json"])
+    assert listed.exit_code == 0
+    assert "echo_it" in [row["name"] for row in json.loads(listed.stdout)]

@@ -110,7 +110,7 @@ def test_trace_show_and_last_cli(tmp_path):
     assert '→ calculator {"expression": "2+2"}' in out
     assert "← calculator ok" in out
     assert "The answer is 4." in out
-    assert "completed · 2 steps · 1 tool calls · 30 tokens" in out
+    assert "completed · 2 steps · 1 tool call · 30 tokens" in out
 
     last = runner.invoke(main, ["trace", "last", "--trace-dir", str(tmp_path)])
     assert last.exit_code == 0
@@ -123,6 +123,8 @@ def test_trace_show_and_last_cli(tmp_path):
     listed = runner.invoke(main, ["trace", "list", "--trace-dir", str(tmp_path)])
     assert listed.exit_code == 0
     assert listed.output.index("20240101-110000-bbbbbb") < listed.output.index("20240101-100000-aaaaaa")
+    narrow = runner.invoke(main, ["trace", "list", "--trace-dir", str(tmp_path)], env={"COLUMNS": "60"})
+    assert "20240101-110000-bbbbbb" in narrow.output and "20240101-100000-aaaaaa" in narrow.output
 
 
 def test_trace_show_unknown_run_fails(tmp_path):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .messages import Message
+from .prompts import check_prompt_vars
 from .spec import AgentSpec, ModelSpec
 
 SUMMARY_INSTRUCTION = (
@@ -63,9 +64,14 @@ def agent_secrets(spec: AgentSpec, model: ModelSpec | None = None) -> tuple[str,
 
 
 def with_prompt_vars(spec: AgentSpec, prompt_vars: dict[str, Any] | None) -> AgentSpec:
-    """``spec`` with ``prompt_vars`` merged over ``prompt.vars`` (the ``--var key=value`` options)."""
+    """``spec`` with ``prompt_vars`` merged over ``prompt.vars`` (the ``--var key=value`` options).
+
+    Raises:
+        PromptError: a key the agent's prompt does not use (see :func:`thinkflow.prompts.check_prompt_vars`).
+    """
     if not prompt_vars:
         return spec
+    check_prompt_vars(spec.prompt, prompt_vars)
     prompt = dataclasses.replace(spec.prompt, vars={**spec.prompt.vars, **prompt_vars})
     return dataclasses.replace(spec, prompt=prompt)
 

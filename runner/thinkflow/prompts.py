@@ -56,6 +56,27 @@ def _undeclared(source: str, name: str) -> frozenset[str]:
     return frozenset(meta.find_undeclared_variables(ast))
 
 
+def check_prompt_vars(prompt: PromptSpec, names: Any) -> None:
+    """Check that every name in ``names`` (the ``--var key=value`` keys) is a variable of the agent's prompt:
+    declared under ``prompt.vars`` or read by the template (:func:`template_variables`; a variable read only by an
+    included template must be declared under ``prompt.vars``).
+
+    Raises:
+        PromptError: a name the prompt does not use, with the variables it does use (and a did-you-mean), or the
+            template cannot be read or parsed.
+    """
+    source, name = _agent_template(prompt)
+    known = (template_variables(source, name=name) | set(prompt.vars)) - RUNTIME_PROMPT_VARS
+    for key in names:
+        if key not in known:
+            from .schemas import suggest
+
+            uses = f"it uses {', '.join(sorted(known))}" if known else "it uses no variables"
+            hint = suggest(key, sorted(known))
+            raise PromptError(f"--var {key}: the agent's prompt ({name}) has no variable {key!r}; {uses}"
+                              + (f" ({hint})" if hint else ""))
+
+
 def _template_line(tb: Any) -> int:
     line = 0
     while tb is not None:
@@ -92,17 +113,20 @@ def render_agent_prompt(prompt: PromptSpec, runtime: dict[str, Any]) -> str:
     Raises:
         PromptError: the file cannot be read, or rendering fails.
     """
-    if prompt.system is not None:
-        try:
-            source = prompt.system.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise PromptError(f"cannot read prompt template {prompt.system}: {exc.strerror or exc}") from None
-        name = str(prompt.system)
-    elif prompt.text is not None:
-        source, name = prompt.text, "prompt.text"
-    else:
+    if prompt.system is None and prompt.text is None:
         return ""
+    source, name = _agent_template(prompt)
     return render(source, {**prompt.vars, **runtime}, name=name)
+
+
+def _agent_template(prompt: PromptSpec) -> tuple[str, str]:
+    """(source, name) of the agent's template: the ``prompt.system`` file, else ``prompt.text`` ("" if none)."""
+    if prompt.system is None:
+        return prompt.text or "", "prompt.text"
+    try:
+        return prompt.system.read_text(encoding="utf-8"), str(prompt.system)
+    except OSError as exc:
+        raise PromptError(f"cannot read prompt template {prompt.system}: {exc.strerror or exc}") from None
 
 
 def render_builtin(name: str, variables: dict[str, Any]) -> str:

@@ -211,8 +211,14 @@ def _yaml_error_issue(file: str, text: str, error: yaml.YAMLError) -> Any:
 
     mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
     problem = getattr(error, "problem", None) or str(error)
+    if isinstance(error, yaml.reader.ReaderError):  # a character YAML does not allow, at a character offset
+        before = text[: error.position]
+        line, column = before.count("\n") + 1, error.position - (before.rfind("\n") + 1) + 1
+        code = ord(error.character) if isinstance(error.character, str) else int(error.character)
+        return ConfigIssue(file, line, column, "", f"invalid YAML: control character U+{code:04X} is not allowed",
+                           "remove it, or check that this is a text file")
     if mark is None:
-        return ConfigIssue(file, 0, 0, "", f"invalid YAML: {problem}")
+        return ConfigIssue(file, 1, 1, "", f"invalid YAML: {problem}")
     lines = text.splitlines()
     line_text = lines[mark.line] if mark.line < len(lines) else ""
     indent = line_text[: len(line_text) - len(line_text.lstrip(" \t"))]

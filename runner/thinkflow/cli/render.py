@@ -51,6 +51,12 @@ def format_arguments(arguments: Any, chars: int = 300) -> str:
     return text if len(text) <= chars else text[:chars] + " …"
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: ``counted(1, "step")`` is "1 step", ``counted(3, "step")``
+    "3 steps"."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def format_usage(usage: dict[str, Any] | None) -> str:
     """``"1,234 tokens · $0.0012"`` (cost left out when unknown)."""
     usage = usage or {}
@@ -79,14 +85,14 @@ def subagent_line(event: dict[str, Any]) -> str | None:
     if kind == "warning":
         return f"[yellow]warning: {escape(event.get('message', ''))}[/]"
     if kind == "plan_created":
-        return f"plan: {len(event.get('steps') or [])} steps"
+        return f"plan: {counted(len(event.get('steps') or []), 'step')}"
     if kind == "plan_step_started":
         return f"plan step {event.get('index')}: {escape(event.get('instruction', ''))}"
     if kind == "step_outcome":
         return f"plan step {event.get('index')}: {event.get('status')}"
     if kind == "run_finished":
         status = event.get("status", "")
-        return (f"[{STATUS_STYLE.get(status, 'yellow')}]{status}[/] · {event.get('steps', 0)} steps · "
+        return (f"[{STATUS_STYLE.get(status, 'yellow')}]{status}[/] · {counted(event.get('steps', 0), 'step')} · "
                 f"{format_usage(event.get('usage'))}")
     return None
 
@@ -238,8 +244,8 @@ class LiveView:
     def _on_run_finished(self, e: Any) -> None:
         self.close()
         color = STATUS_STYLE.get(e.status, "yellow")
-        line = (f"[{color}]{e.status}[/] · {e.steps} step{'s' * (e.steps != 1)} · {e.tool_calls} tool "
-                f"call{'s' * (e.tool_calls != 1)} · {format_usage(e.usage)} · {e.duration_s:.1f} s")
+        line = (f"[{color}]{e.status}[/] · {counted(e.steps, 'step')} · {counted(e.tool_calls, 'tool call')} · "
+                f"{format_usage(e.usage)} · {e.duration_s:.1f} s")
         self.console.print(line)
         if e.error and e.status != "completed":
             self.console.print(f"[{color}]{escape(e.error)}[/]")
@@ -316,7 +322,8 @@ def render_trace(events: Iterable[dict[str, Any]], console: Console, *, full: bo
             status = e.get("status", "")
             color = STATUS_STYLE.get(status, "yellow")
             console.print(
-                f"\n[{color}]{status}[/] · {e.get('steps')} steps · {e.get('tool_calls', 0)} tool calls · "
+                f"\n[{color}]{status}[/] · {counted(e.get('steps') or 0, 'step')} · "
+                f"{counted(e.get('tool_calls') or 0, 'tool call')} · "
                 f"{format_usage(e.get('usage'))} · {float(e.get('duration_s') or 0):.1f} s"
             )
             if e.get("error"):

@@ -41,33 +41,34 @@ def _load_agent(path: str) -> Any:
         _fail(str(exc))
 
 
-def _tools_dir_specs(directory: Path) -> dict[str, Any]:
-    """Tool specs from every YAML file under ``directory`` (``./tools.d``) through the config loader; {} when it
-    does not exist. A config error ends the command with the loader's issues."""
+def _tools_dir_specs(directory: Path) -> tuple[dict[str, Any], list[str]]:
+    """Tool specs from every YAML file under ``directory`` (``./tools.d``) through the config loader, and the
+    loader's error for each file that does not load (such a file is skipped, so one broken file does not hide
+    the tools of the others). ``({}, [])`` when the directory does not exist."""
     if not directory.is_dir():
-        return {}
+        return {}, []
     from ..errors import SpecError
     from ..loader import load_tools
     from ..refs import yaml_files
 
     specs: dict[str, Any] = {}
+    broken: list[str] = []
     for path in yaml_files(directory):
         try:
             for spec in load_tools(path):
                 specs.setdefault(spec.name, spec)
         except SpecError as exc:
-            _fail(str(exc))
-    return specs
+            broken.append(str(exc))
+    return specs, broken
 
 
-def _standalone_specs(workspace: Path) -> dict[str, Any]:
+def _standalone_specs(workspace: Path) -> tuple[dict[str, Any], list[str]]:
     """Every tool usable without an agent: ./tools.d, built-ins, @tool registrations, entry points (by name;
-    the first found wins)."""
+    the first found wins); and the errors of the ./tools.d files that were skipped."""
     from ..tools.builtin import builtin_specs
     from ..tools.registry import entry_point_names, registered_specs
 
-    specs: dict[str, Any] = {}
-    specs.update(_tools_dir_specs(Path.cwd() / "tools.d"))
+    specs, broken = _tools_dir_specs(Path.cwd() / "tools.d")
     for name, spec in builtin_specs(workspace).items():
         specs.setdefault(name, spec)
     for name, spec in registered_specs().items():
@@ -77,7 +78,7 @@ def _standalone_specs(workspace: Path) -> dict[str, Any]:
             from ..spec import ToolSpec
 
             specs[name] = ToolSpec(name=name, description=f"entry point {name}", kind="python")
-    return specs
+    return specs, broken
 
 
 def _toolbox(agent_path: str | None, names: list[str] | None, workspace: Path, approver: Any) -> Any:
@@ -89,8 +90,11 @@ def _toolbox(agent_path: str | None, names: list[str] | None, workspace: Path, a
         if agent_path:
             agent = _load_agent(agent_path)
             return Toolbox.from_agent(agent, approver=approver)
-        specs = _standalone_specs(workspace)
+        specs, broken = _standalone_specs(workspace)
         wanted = names if names is not None else list(specs)
+        missing = [name for name in names or () if name not in specs]
+        if broken:
+            _fail_or_warn_broken(broken, missing)
         tools = {}
         for name in wanted:
             if name in specs:
@@ -98,6 +102,18 @@ def _toolbox(agent_path: str | None, names: list[str] | None, workspace: Path, a
         return Toolbox(tools, approver=approver)
     except ToolError as exc:
         _fail(str(exc))
+
+
+def _fail_or_warn_broken(broken: list[str], missing: list[str]) -> None:
+    """Report the ./tools.d files that did not load: an error (exit 2) when a wanted tool (``missing``) was not
+    found and may be in one of them, else a warning."""
+    if missing:
+        _fail(f"no tool {missing[0]!r} found, and ./tools.d has files that do not load (it may be in one):\n"
+              + "\n".join(broken))
+    from rich.markup import escape
+
+    for error in broken:
+        _console(stderr=True).print(f"[yellow]warning: skipped {escape(error)}[/yellow]")
 
 
 def parse_arg(pair: str, parameters: dict[str, Any]) -> tuple[str, Any]:
@@ -192,7 +208,7 @@ def call_tool(name: str, args: tuple[str, ...], json_args: str | None, agent_pat
     if name not in box and not agent_path:
         import difflib
 
-        known = list(_standalone_specs(workspace or Path.cwd()))
+        known = list(_standalone_specs(workspace or Path.cwd())[0])
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         _fail(f"no tool {name!r} in ./tools.d, the built-ins, registered tools or entry points{hint}")

@@ -78,13 +78,18 @@ def last(trace_dir: Path | None, full: bool, as_json: bool) -> None:
 def list_(trace_dir: Path | None, limit: int) -> None:
     """List recent runs, newest first: run id, agent, status, steps, tokens, task."""
     from rich.console import Console
-    from rich.table import Table
+    from rich.table import Column, Table
 
     from ..errors import TraceError
     from ..trace import list_traces, read_trace
 
-    table = Table("run", "agent", "status", "steps", "tokens", "task")
-    for path in list_traces(trace_dir)[:limit]:
+    # the run id is what `trace show` takes: never wrapped or cut; the task gives way first
+    paths = list_traces(trace_dir)[:limit]
+    table = Table(Column("run", no_wrap=True, min_width=max((len(p.stem) for p in paths), default=3)),
+                  *(Column(name, no_wrap=True) for name in ("agent", "status")),
+                  *(Column(name, no_wrap=True, justify="right") for name in ("steps", "tokens")),
+                  Column("task", overflow="ellipsis"))
+    for path in paths:
         try:
             events = read_trace(path)
         except TraceError:
@@ -98,7 +103,7 @@ def list_(trace_dir: Path | None, limit: int) -> None:
             str(started.get("agent", "?")),
             str(finished.get("status", "unfinished")),
             str(finished.get("steps", "")),
-            str((finished.get("usage") or {}).get("total_tokens", "")),
+            f"{tokens:,}" if isinstance(tokens := (finished.get("usage") or {}).get("total_tokens"), int) else "",
             task if len(task) <= 60 else task[:57] + "...",
         )
     Console().print(table)

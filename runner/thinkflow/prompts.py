@@ -86,19 +86,26 @@ def _template_line(tb: Any) -> int:
     return line
 
 
+@lru_cache(maxsize=64)
+def _compiled(source: str, name: str) -> Any:
+    """``source`` compiled once per process (a run renders its prompts at every step)."""
+    from jinja2 import TemplateSyntaxError
+
+    try:
+        return environment().from_string(source)
+    except TemplateSyntaxError as exc:
+        raise _syntax_error(exc, name) from None
+
+
 def render(source: str, variables: dict[str, Any], *, name: str = _NAME) -> str:
     """Render ``source`` once with ``variables``.
 
     Raises:
         PromptError: syntax error, undefined variable or a sandbox violation, as ``"<name>:<line>: <message>"``.
     """
-    from jinja2 import TemplateError, TemplateSyntaxError
+    from jinja2 import TemplateError
 
-    env = environment()
-    try:
-        template = env.from_string(source)
-    except TemplateSyntaxError as exc:
-        raise _syntax_error(exc, name) from None
+    template = _compiled(source, name)
     try:
         return template.render(**variables)
     except TemplateError as exc:

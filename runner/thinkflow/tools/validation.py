@@ -116,6 +116,22 @@ def describe_error(error: Any, parameters: dict[str, Any]) -> list[str]:
     return [f"{label}: {error.message}"]
 
 
+_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+def _validator(parameters: dict[str, Any]) -> Any:
+    """The Draft 2020-12 validator of a tool's ``parameters``, built once per schema object (tool schemas are
+    built once and never change; the cache keeps the schema alive, so its id is never reused)."""
+    cached = _VALIDATORS.get(id(parameters))
+    if cached is None or cached[0] is not parameters:
+        from jsonschema import Draft202012Validator
+
+        if len(_VALIDATORS) > 512:
+            _VALIDATORS.clear()
+        cached = _VALIDATORS[id(parameters)] = (parameters, Draft202012Validator(parameters))
+    return cached[1]
+
+
 def check_arguments(name: str, parameters: dict[str, Any], arguments: Any) -> str | None:
     """None when ``arguments`` satisfy ``parameters``; else the observation for the model::
 
@@ -124,13 +140,13 @@ def check_arguments(name: str, parameters: dict[str, Any], arguments: Any) -> st
         - argument 'top' must be an integer, got a string "5"
         expected: query_data(path: string, ..., top?: integer)
     """
-    from jsonschema import Draft202012Validator
-
     if not isinstance(arguments, dict):
         lines = [f"arguments must be a JSON object, got {_TYPE_NAMES.get(_json_type(arguments), 'a value')} "
                  f"{_short(arguments)}"]
     else:
-        validator = Draft202012Validator(parameters)
+        validator = _validator(parameters)
+        if validator.is_valid(arguments):
+            return None
         errors = sorted(validator.iter_errors(arguments),
                         key=lambda e: (list(map(str, e.absolute_path)), e.validator != "required", str(e.validator)))
         if not errors:

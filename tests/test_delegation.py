@@ -109,6 +109,15 @@ def test_sub_agent_answer_comes_back_as_the_observation_and_its_events_nest_in_t
     assert [e.type for e in events] == [e["type"] for e in trace]
 
 
+def test_a_model_override_reaches_the_sub_agents(openai_server, tmp_path):
+    helper = agent_spec(openai_server, tmp_path, "helper")
+    boss = agent_spec(openai_server, tmp_path, "boss", agents=(sub(helper),))
+    openai_server.push(tool_calls([("helper", {"task": "hi"}, "h")]), text("hello"), text("done"))
+    result = run(build(boss, model="openai/swapped"), "greet", trace_dir=tmp_path / "runs")
+    assert (result.status, result.answer) == ("completed", "done")
+    assert [r["model"] for r in openai_server.requests] == ["swapped", "swapped", "swapped"]
+
+
 def test_unfinished_sub_agent_is_an_error_observation_with_its_partial_answer(openai_server, tmp_path):
     helper = agent_spec(openai_server, tmp_path, "helper", tools=("calculator",), max_steps=1)
     boss = agent_spec(openai_server, tmp_path, "boss", agents=(sub(helper),))

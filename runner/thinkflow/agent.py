@@ -108,7 +108,8 @@ def build(
 
     Args:
         spec: the loaded agent.
-        model: a model string overriding ``spec.model.name`` for this run (``--model``), or None.
+        model: a model string overriding ``spec.model.name`` for this run (``--model``), its sub-agents' too; or
+            None.
         approver: ``(tool_spec, arguments) -> bool`` for ``confirm`` tools; None denies them.
         on_progress: receives progress lines while the embedded local model is assembled and loaded.
         prompt_vars: extra template variables (``--var``), merged over ``prompt.vars``.
@@ -133,7 +134,8 @@ def build(
     if spec.agents:
         from .delegation import add_subagents
 
-        add_subagents(toolbox, spec, approver=approver, on_progress=on_progress, memory_dir=memory_dir)
+        add_subagents(toolbox, spec, approver=approver, on_progress=on_progress, memory_dir=memory_dir,
+                      model=model)
 
     summary_client = client
     st = spec.memory.short_term

@@ -74,6 +74,7 @@ class SubAgentTool:
         on_progress: progress lines while the sub-agent's model is set up (embedded model), or None.
         memory_dir: base directory of long-term stores (as for :func:`thinkflow.agent.build`), or None.
         client: a model client to use instead of building one from the sub-agent's spec (tests), or None.
+        model: a model string overriding the sub-agent's own (the run's ``--model``), or None.
 
     ``run({"task": ...})`` never raises for the sub-agent's faults: a run that does not complete, a depth limit or
     an agent that cannot be built comes back as an "error" ToolResult whose text says why (with the partial
@@ -85,8 +86,10 @@ class SubAgentTool:
     """Sub-agent calls run one at a time in the caller's thread (their events nest in the caller's trace)."""
 
     def __init__(self, ref: SubAgentRef, owner: AgentSpec, *, approver: Any = None,
-                 on_progress: Callable[[str], None] | None = None, memory_dir: Any = None, client: Any = None):
+                 on_progress: Callable[[str], None] | None = None, memory_dir: Any = None, client: Any = None,
+                 model: str | None = None):
         self.ref = ref
+        self.model = model
         self.owner = owner
         self.approver = approver
         self.on_progress = on_progress
@@ -117,8 +120,8 @@ class SubAgentTool:
         if self._agent is None:
             from .agent import build
 
-            self._agent = build(self.ref.spec, approver=self.approver, on_progress=self.on_progress,
-                                memory_dir=self.memory_dir, client=self.client)
+            self._agent = build(self.ref.spec, model=self.model, approver=self.approver,
+                                on_progress=self.on_progress, memory_dir=self.memory_dir, client=self.client)
         return self._agent
 
     # ------------------------------------------------------------------------------------------------ run
@@ -214,7 +217,10 @@ def _cap(text: str) -> str:
 
 
 def add_subagents(toolbox: Any, spec: AgentSpec, *, approver: Any = None,
-                  on_progress: Callable[[str], None] | None = None, memory_dir: Any = None) -> None:
-    """Add a :class:`SubAgentTool` to ``toolbox`` for each of ``spec.agents`` (in order)."""
+                  on_progress: Callable[[str], None] | None = None, memory_dir: Any = None,
+                  model: str | None = None) -> None:
+    """Add a :class:`SubAgentTool` to ``toolbox`` for each of ``spec.agents`` (in order); ``model`` (the run's
+    ``--model``) overrides every sub-agent's model."""
     for ref in spec.agents:
-        toolbox.add(SubAgentTool(ref, spec, approver=approver, on_progress=on_progress, memory_dir=memory_dir))
+        toolbox.add(SubAgentTool(ref, spec, approver=approver, on_progress=on_progress, memory_dir=memory_dir,
+                                 model=model))

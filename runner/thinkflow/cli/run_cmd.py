@@ -84,7 +84,8 @@ class _Output:
 @click.command(name="run", epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("agent_file", metavar="AGENT.yaml", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("task", nargs=-1)
-@click.option("--model", "-m", "model", metavar="MODEL", help="Use this model for this run (a LiteLLM model string).")
+@click.option("--model", "-m", "model", metavar="MODEL",
+              help="Use this model for this run, sub-agents included (a LiteLLM model string).")
 @click.option("--yes", "-y", is_flag=True, help="Approve every call of a confirm tool without asking.")
 @click.option("--session", "-s", "session_name", metavar="NAME",
               help="Continue (or start) the named session; its history is kept across runs.")

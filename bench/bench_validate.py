@@ -90,6 +90,9 @@ def generate(root: Path, files: int) -> None:
     (root / "agents.d").mkdir()
     (root / "prompts").mkdir()
     (root / "prompts" / "agent.j2").write_text(PROMPT)
+    (root / "benchpkg").mkdir()  # the python tools' entrypoint module (validate checks that it can be found)
+    (root / "benchpkg" / "__init__.py").write_text("")
+    (root / "benchpkg" / "text.py").write_text("def slugify(text: str) -> str:\n    return text.lower()\n")
     for i in range(tools):
         (root / "tools.d" / f"tool_{i}.yaml").write_text(TOOL_KINDS[i % 2].format(i=i))
     for i in range(agents):

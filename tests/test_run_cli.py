@@ -83,6 +83,19 @@ def test_a_var_the_prompt_does_not_use_is_a_config_error(cli, tmp_path, openai_s
     assert openai_server.requests == []
 
 
+def test_an_unwritable_trace_dir_or_an_empty_model_is_a_usage_error(cli, tmp_path, openai_server):
+    (tmp_path / "afile").write_text("x")
+    agent = str(agent_yaml(tmp_path, openai_server))
+    blocked = cli.invoke(main, ["run", agent, "x", "--trace-dir", str(tmp_path / "afile" / "runs")])
+    assert blocked.exit_code == 2, blocked.output
+    assert blocked.stderr.startswith(f"cannot write the trace {tmp_path / 'afile' / 'runs'}")
+    assert blocked.stderr.rstrip().endswith("(choose another directory with --trace-dir)")
+    empty = cli.invoke(main, ["run", agent, "x", "--model", " "])
+    assert empty.exit_code == 2
+    assert "Invalid value for --model: is empty: give a LiteLLM model string" in empty.stderr
+    assert openai_server.requests == []
+
+
 def test_quiet_prints_only_the_answer(cli, tmp_path, openai_server):
     openai_server.push(text("42"))
     result = cli.invoke(main, ["run", str(agent_yaml(tmp_path, openai_server)), "answer?", "--quiet"])

@@ -152,6 +152,22 @@ def test_plot_chart_writes_a_png(sales):
     assert line.data["path"] == str((root / "out" / "s.png").resolve())
 
 
+def test_plot_chart_output_paths_and_empty_data(sales):
+    root, _ = sales
+    b = box(root)
+    (root / "charts").mkdir()
+    into_dir = b.call("plot_chart", {"path": "sales.csv", "x": "region", "y": "units", "output": "charts"})
+    assert into_dir.data["path"] == str((root / "charts" / "units_by_region.png").resolve())
+    slash = b.call("plot_chart", {"path": "sales.csv", "x": "region", "y": "units", "output": "new/"})
+    assert slash.data["path"] == str((root / "new" / "units_by_region.png").resolve())
+    wrong = b.call("plot_chart", {"path": "sales.csv", "x": "region", "y": "units", "output": "c.txt"})
+    assert (wrong.status, wrong.text) == ("error", "output must be a .png file; got 'c.txt'")
+    (root / "empty.csv").write_text("region,units\n")
+    empty = b.call("plot_chart", {"path": "empty.csv", "x": "region", "y": "units"})
+    assert (empty.status, empty.text) == ("error", "nothing to plot: empty.csv has no rows")
+    assert not (root / "c.txt").exists() and not (root / "charts" / "units_by_region.png.part").exists()
+
+
 def test_plot_chart_sums_a_bar_chart_whose_x_repeats(sales):
     root, df = sales
     result = box(root).call("plot_chart", {"path": "sales.csv", "x": "product", "y": "units"})

@@ -123,6 +123,12 @@ def test_trace_show_and_last_cli(tmp_path):
     listed = runner.invoke(main, ["trace", "list", "--trace-dir", str(tmp_path)])
     assert listed.exit_code == 0
     assert listed.output.index("20240101-110000-bbbbbb") < listed.output.index("20240101-100000-aaaaaa")
+    cut = tmp_path / "20240101-120000-cccccc.jsonl"
+    cut.write_text((tmp_path / "20240101-100000-aaaaaa.jsonl").read_text().splitlines()[0] + '\n{"type": "mod')
+    unfinished = runner.invoke(main, ["trace", "show", "20240101-120000", "--trace-dir", str(tmp_path)])
+    assert unfinished.exit_code == 0
+    assert "unfinished: the trace ends without run_finished" in unfinished.output
+    assert "unfinished" not in out
     narrow = runner.invoke(main, ["trace", "list", "--trace-dir", str(tmp_path)], env={"COLUMNS": "60"})
     assert "20240101-110000-bbbbbb" in narrow.output and "20240101-100000-aaaaaa" in narrow.output
 

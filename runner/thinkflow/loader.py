@@ -392,7 +392,8 @@ def find_config_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
 
 def validate_paths(paths: Iterable[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None
                    ) -> ValidationResult:
-    """Check every agent and tool file under ``paths`` (files or directories).
+    """Check every agent and tool file under ``paths`` (files or directories); beyond what loading checks, the
+    module of each python tool's ``entrypoint`` must be importable here.
 
     Returns:
         ``ValidationResult(issues, files)``; a path that does not exist is an issue.
@@ -405,7 +406,8 @@ def validate_paths(paths: Iterable[str | os.PathLike[str]], *, env: Mapping[str,
         if not path.exists():
             issues.append(ConfigIssue(str(path), 0, 0, "", "no such file or directory"))
         elif config_kind(path) == "tool":
-            issues += _tools_file(path, env)[1]
+            file_issues = _tools_file(path, env)[1]
+            issues += file_issues or refs.entrypoint_issues(_parsed(path)[1], path)
         else:
             issues += _agent_file(path, session, (), None)[1]
     return ValidationResult(sorted(dict.fromkeys(issues), key=lambda i: (i.file, i.line, i.column)), files)

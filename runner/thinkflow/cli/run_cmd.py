@@ -117,6 +117,8 @@ def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, str
     from ..errors import ModelError, SessionError
 
     prompt_vars = _parse_vars(variables)
+    if model is not None and not model.strip():
+        raise click.BadParameter("is empty: give a LiteLLM model string, like openai/gpt-4o-mini", param_hint="--model")
     text = " ".join(task).strip()
     if text == "-":
         text = sys.stdin.read().strip()
@@ -194,9 +196,9 @@ def _run_once(agent: Any, task: str, session: Any, view: Any, out: _Output, **op
     except PromptError as error:
         view.close()
         out.fail(EXIT_CONFIG, "config_error", str(error))
-    except TraceError as error:
+    except TraceError as error:  # the trace directory cannot be written: nothing ran
         view.close()
-        out.fail(EXIT_INCOMPLETE, "error", str(error))
+        out.fail(EXIT_USAGE, "error", f"{error} (choose another directory with --trace-dir)")
     view.close()
     if out.as_json:
         click.echo(json.dumps(result.to_dict(), ensure_ascii=False))

@@ -97,8 +97,14 @@ def _toolbox(agent_path: str | None, names: list[str] | None, workspace: Path, a
             _fail_or_warn_broken(broken, missing)
         tools = {}
         for name in wanted:
-            if name in specs:
+            if name not in specs:
+                continue
+            try:
                 tools[name] = build_tool(specs[name], workspace)
+            except ToolError as exc:
+                if names is not None:  # the tool asked for cannot be built: the command fails
+                    raise
+                _warn(f"skipped tool {name!r}: {exc}")
         return Toolbox(tools, approver=approver)
     except ToolError as exc:
         _fail(str(exc))
@@ -110,10 +116,14 @@ def _fail_or_warn_broken(broken: list[str], missing: list[str]) -> None:
     if missing:
         _fail(f"no tool {missing[0]!r} found, and ./tools.d has files that do not load (it may be in one):\n"
               + "\n".join(broken))
+    for error in broken:
+        _warn(f"skipped {error}")
+
+
+def _warn(message: str) -> None:
     from rich.markup import escape
 
-    for error in broken:
-        _console(stderr=True).print(f"[yellow]warning: skipped {escape(error)}[/yellow]")
+    _console(stderr=True).print(f"[yellow]warning: {escape(message)}[/yellow]")
 
 
 def parse_arg(pair: str, parameters: dict[str, Any]) -> tuple[str, Any]:

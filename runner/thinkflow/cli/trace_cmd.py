@@ -37,6 +37,9 @@ def _show(path: Path, full: bool, as_json: bool) -> None:
     console = Console()
     console.print(f"[dim]{path}[/]")
     render_trace(events, console, full=full)
+    if not any(e.get("type") == "run_finished" for e in events):
+        console.print("[yellow]unfinished: the trace ends without run_finished (the run is still going, or its "
+                      "process was killed)[/]")
 
 
 @trace.command(name="show")
@@ -83,30 +86,31 @@ def list_(trace_dir: Path | None, limit: int) -> None:
     from ..errors import TraceError
     from ..trace import list_traces, read_trace
 
-    # the run id is what `trace show` takes: never wrapped or cut; the task gives way first
-    paths = list_traces(trace_dir)[:limit]
-    table = Table(Column("run", no_wrap=True, min_width=max((len(p.stem) for p in paths), default=3)),
-                  *(Column(name, no_wrap=True) for name in ("agent", "status")),
-                  *(Column(name, no_wrap=True, justify="right") for name in ("steps", "tokens")),
-                  Column("task", overflow="ellipsis"))
-    for path in paths:
+    headers = ("run", "agent", "status", "steps", "tokens", "task")
+    rows = []
+    for path in list_traces(trace_dir)[:limit]:
         try:
             events = read_trace(path)
         except TraceError:
-            table.add_row(path.stem, "?", "unreadable", "", "", "")
+            rows.append((path.stem, "?", "unreadable", "", "", ""))
             continue
         started = next((e for e in events if e.get("type") == "run_started"), {})
         finished = next((e for e in reversed(events) if e.get("type") == "run_finished"), {})
-        task = str(started.get("task", ""))
-        table.add_row(
-            path.stem,
-            str(started.get("agent", "?")),
-            str(finished.get("status", "unfinished")),
-            str(finished.get("steps", "")),
-            f"{tokens:,}" if isinstance(tokens := (finished.get("usage") or {}).get("total_tokens"), int) else "",
-            task if len(task) <= 60 else task[:57] + "...",
-        )
-    Console().print(table)
+        tokens = (finished.get("usage") or {}).get("total_tokens")
+        rows.append((path.stem, str(started.get("agent", "?")), str(finished.get("status", "unfinished")),
+                     str(finished.get("steps", "")), f"{tokens:,}" if isinstance(tokens, int) else "",
+                     " ".join(str(started.get("task", "")).split())))
+    # every column but the task keeps its full width (the run id is what `trace show` takes); the task gets the
+    # rest of the line, cut with an ellipsis
+    console = Console()
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers[:-1])]
+    task_width = max(8, min(60, console.width - sum(widths) - 3 * len(headers) - 1))
+    table = Table(*(Column(h, no_wrap=True, min_width=w, justify="right" if h in ("steps", "tokens") else "left")
+                    for h, w in zip(headers, widths)),
+                  Column("task", no_wrap=True, overflow="ellipsis", width=task_width))
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
 
 
 COMMANDS = [trace]

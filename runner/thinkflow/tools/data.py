@@ -184,6 +184,24 @@ def query_data(root: Path, path: str, group_by: str | None = None, column: str |
     return ToolResult("ok", text, {"rows": len(result), "result": _records(result)})
 
 
+def _chart_path(root: Path, output: str | None, default: str) -> Path:
+    """Where a chart goes: ``output`` (".png" added when it has no extension), inside it when it is a directory
+    (or ends with "/"), else ``charts/<default>``; always inside the workspace.
+
+    Raises:
+        WorkspaceError: the path leaves the workspace. DataToolError: ``output`` has another extension than .png.
+    """
+    if not output:
+        return resolve_in(root, f"charts/{default}")
+    target = resolve_in(root, output)
+    if output.endswith(("/", "\\")) or target.is_dir():
+        return resolve_in(root, f"{output.rstrip('/')}/{default}")
+    suffix = target.suffix.lower()
+    if suffix and suffix != ".png":
+        raise DataToolError(f"output must be a .png file; got {output!r}")
+    return target if suffix else target.with_name(target.name + ".png")
+
+
 def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: str | None = None,
                title: str | None = None, output: str | None = None) -> ToolResult:
     """Plot ``y`` against ``x`` (aggregated per ``x`` with ``agg`` when given) as a line, bar or scatter chart
@@ -195,6 +213,8 @@ def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: st
         df, _ = _load(root, path)
         y, agg = _unfold_aggregate(df, y, agg)
         x_col, y_col = _column(df, x), _column(df, y)
+        if df.empty:
+            raise DataToolError(f"nothing to plot: {path} has no rows")
         if kind not in ("line", "bar", "scatter"):
             raise DataToolError(f"kind must be line, bar or scatter; got {kind!r}")
         note = ""
@@ -207,10 +227,8 @@ def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: st
         else:
             xs, ys = df[x_col], df[y_col]
             y_label = y_col
-        name = output or f"charts/{re.sub(r'[^A-Za-z0-9_-]+', '_', y_col)}_by_{re.sub(r'[^A-Za-z0-9_-]+', '_', x_col)}.png"
-        if not name.lower().endswith(".png"):
-            name += ".png"
-        target = resolve_in(root, name)
+        default = f"{re.sub(r'[^A-Za-z0-9_-]+', '_', y_col)}_by_{re.sub(r'[^A-Za-z0-9_-]+', '_', x_col)}.png"
+        target = _chart_path(root, output, default)
     except WorkspaceError as exc:
         return ToolResult("denied", str(exc))
     try:

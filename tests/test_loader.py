@@ -188,7 +188,7 @@ def test_oversized_file_is_refused(tmp_path):
     f = tmp_path / "big.yaml"
     f.write_bytes(b"# " + b"x" * MAX_BYTES + b"\n")
     assert issues_of(load_agent, f) == [
-        f"{f}:0:0: <root>: file is {MAX_BYTES + 3} bytes, over the limit of {MAX_BYTES} bytes "
+        f"{f}:1:1: <root>: file is {MAX_BYTES + 3} bytes, over the limit of {MAX_BYTES} bytes "
         "(split it into smaller files)"
     ]
 

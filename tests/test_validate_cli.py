@@ -108,3 +108,25 @@ def test_validate_imports_no_heavy_library():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "[]\n"
+
+
+def test_python_entrypoint_modules_must_be_importable_and_names_unique(tmp_path, monkeypatch):
+    shell = "version: 1\nname: {n}\ndescription: D.\nkind: shell\ncommand: [date]\nparameters: {{type: object}}\n"
+    write(tmp_path / "tools.d" / "a.yaml", shell.format(n="clock"))
+    write(tmp_path / "tools.d" / "b.yaml", shell.format(n="clock"))
+    write(tmp_path / "tools.d" / "py.yaml",
+          "version: 1\nname: ok\ndescription: D.\nkind: python\nentrypoint: json.decoder:JSONDecoder\n---\n"
+          "version: 1\nname: local\ndescription: D.\nkind: python\nentrypoint: mine.sub:f\n---\n"
+          "version: 1\nname: gone\ndescription: D.\nkind: python\nentrypoint: nomod.x:f\n")
+    write(tmp_path / "mine" / "__init__.py", "raise RuntimeError('validate must not run tool code')\n")
+    write(tmp_path / "mine" / "sub.py", "def f(): pass\n")
+    monkeypatch.chdir(tmp_path)
+    result = invoke("validate", "tools.d")
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "tools.d/b.yaml:2:7: name: tool 'clock' is also defined in tools.d/a.yaml:2 "
+        "(rename one of them: an agent takes the first one it finds)",
+        "tools.d/py.yaml:17:13: entrypoint: python module 'nomod.x' not found (install it in this environment, "
+        "or put it on sys.path, in the current directory or next to the tools.d folder)",
+        "2 of 3 files invalid, 2 issues",
+    ]

@@ -390,6 +390,21 @@ def find_config_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
+def _defined_twice(path: Path, specs: list[ToolSpec], defined: dict[str, str]) -> list[ConfigIssue]:
+    """An issue for each tool of ``path`` whose name another tools file already defined (recorded in
+    ``defined``, which this updates): agents would silently take whichever is found first."""
+    issues = []
+    docs = _parsed(path)[1]
+    for spec in specs:
+        doc = next((d for d in docs if isinstance(d.data, dict) and d.data.get("name") == spec.name), None)
+        line, column = doc.marks.at(("name",), key=False) if doc is not None else (1, 1)
+        first = defined.setdefault(spec.name, f"{path}:{line}")
+        if not first.startswith(f"{path}:"):
+            issues.append(ConfigIssue(str(path), line, column, "name", f"tool '{spec.name}' is also defined in "
+                                      f"{first}", "rename one of them: an agent takes the first one it finds"))
+    return issues
+
+
 def validate_paths(paths: Iterable[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None
                    ) -> ValidationResult:
     """Check every agent and tool file under ``paths`` (files or directories); beyond what loading checks, the
@@ -402,12 +417,14 @@ def validate_paths(paths: Iterable[str | os.PathLike[str]], *, env: Mapping[str,
     session = _Session(env)
     files = find_config_files(paths)
     issues: list[ConfigIssue] = []
+    defined: dict[str, str] = {}  # tool name -> "file:line" of its first definition
     for path in files:
         if not path.exists():
-            issues.append(ConfigIssue(str(path), 0, 0, "", "no such file or directory"))
+            issues.append(ConfigIssue(str(path), 1, 1, "", "no such file or directory"))
         elif config_kind(path) == "tool":
-            file_issues = _tools_file(path, env)[1]
+            specs, file_issues = _tools_file(path, env)
             issues += file_issues or refs.entrypoint_issues(_parsed(path)[1], path)
+            issues += _defined_twice(path, specs, defined)
         else:
             issues += _agent_file(path, session, (), None)[1]
     return ValidationResult(sorted(dict.fromkeys(issues), key=lambda i: (i.file, i.line, i.column)), files)

@@ -240,13 +240,13 @@ def read_text(path: Path, file: str | None = None) -> tuple[str | None, list[Any
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
-            return None, [ConfigIssue(file, 0, 0, "", f"file is {size} bytes, over the limit of {MAX_BYTES} bytes",
+            return None, [ConfigIssue(file, 1, 1, "", f"file is {size} bytes, over the limit of {MAX_BYTES} bytes",
                                       "split it into smaller files")]
         raw = path.read_bytes()[: MAX_BYTES + 1]
     except OSError as exc:
-        return None, [ConfigIssue(file, 0, 0, "", f"cannot read file: {exc.strerror or exc}")]
+        return None, [ConfigIssue(file, 1, 1, "", f"cannot read file: {exc.strerror or exc}")]
     if len(raw) > MAX_BYTES:
-        return None, [ConfigIssue(file, 0, 0, "", f"file is over the limit of {MAX_BYTES} bytes",
+        return None, [ConfigIssue(file, 1, 1, "", f"file is over the limit of {MAX_BYTES} bytes",
                                   "split it into smaller files")]
     try:
         return raw.decode("utf-8-sig"), []
@@ -264,7 +264,7 @@ def parse_documents(text: str, file: str = "<string>") -> tuple[list[Document], 
     from .errors import ConfigIssue
 
     if len(text) > MAX_BYTES and len(text.encode("utf-8")) > MAX_BYTES:
-        return [], [ConfigIssue(file, 0, 0, "", f"text is over the limit of {MAX_BYTES} bytes",
+        return [], [ConfigIssue(file, 1, 1, "", f"text is over the limit of {MAX_BYTES} bytes",
                                 "split it into smaller files")]
     try:
         nodes = list(yaml.compose_all(text, Loader=MarkedLoader))

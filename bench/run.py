@@ -217,10 +217,11 @@ def _notes(results: dict[str, Any]) -> list[str]:
             f"({(tf['overhead_per_step']['median'] - impls[BASELINE]['overhead_per_step']['median']) * 1000:.1f} ms "
             f"per step more); with `write_trace=False` it is {nt['ratio']:.2f}x, so the JSONL trace costs "
             f"{(tf['overhead_per_step']['median'] - nt['overhead_per_step']['median']) * 1000:.1f} ms per step "
-            "(runner/thinkflow/trace.py writes and flushes each event line). The rest is ThinkFlow's per-step work "
-            "beyond `litellm.completion` (events, reply parsing, short-term memory, each python tool run in a "
-            "worker thread with a timeout); "
-            "it has not been profiled yet.")
+            "(runner/thinkflow/trace.py writes and flushes each event line, the full request included). The rest "
+            "is ThinkFlow's per-step work beyond `litellm.completion`: events, reply parsing, argument validation, "
+            "short-term memory, and each python tool run in a worker thread so that its timeout holds (about "
+            "0.3 ms a call in cProfile; the model call itself runs in the loop's thread since it stopped costing "
+            "~1 ms a step in a worker). The rounds' min-max shows how much of the gap is noise on 2 shared cores.")
     tok = next((t for t in loop.get("targets", []) if t["target"].startswith("prompt tokens") and not t["met"]), None)
     if tok and tf and tf.get("token_parts_first"):
         extra = tf["token_parts_first"].get("system", 0) - impls.get(BASELINE, {}).get(

@@ -24,7 +24,6 @@ of the run.
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -216,26 +215,16 @@ class _Run(RunBase):
 
     # ------------------------------------------------------------------------------------------------ model
     def _call_model(self, messages: list[Message], **kwargs: Any) -> ModelReply:
-        """``client.complete`` in a daemon thread, so the run's deadline and Ctrl-C are honoured mid-call."""
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def target() -> None:
-            try:
-                box["reply"] = self.client.complete(messages, **kwargs)
-            except BaseException as failure:  # noqa: BLE001 - handed to the caller
-                box["error"] = failure
-            finally:
-                done.set()
-
-        worker = threading.Thread(target=target, name=f"thinkflow-model-{self.run_id}", daemon=True)
-        worker.start()
-        remaining = self._remaining()
-        if not done.wait(None if remaining is None else max(remaining, 0.0)):
-            raise Stop("timeout", self._timeout_error() + " while waiting for the model")
-        if "error" in box:
-            raise box["error"]
-        return box["reply"]
+        """``client.complete`` in this thread, bounded by the run's deadline (each request's timeout is cut to the
+        time left; see :meth:`thinkflow.models.LiteLLMClient.complete`). Ctrl-C interrupts the request itself.
+        A model error once the deadline has passed is the run's timeout."""
+        try:
+            return self.client.complete(messages, deadline=self.deadline, **kwargs)
+        except ModelError:
+            remaining = self._remaining()
+            if remaining is not None and remaining <= 0:
+                raise Stop("timeout", self._timeout_error() + " while waiting for the model") from None
+            raise
 
     def _model_kwargs(self) -> dict[str, Any]:
         kwargs = style_kwargs(self.style, self.toolbox, self.client)

@@ -80,7 +80,7 @@ class ModelClient(Protocol):
 
     def complete(self, messages: Sequence[Message], *, tools: list[dict] | None = None,
                  response_format: dict | None = None, stop: Sequence[str] = (),
-                 on_text: Callable[[str], None] | None = None) -> ModelReply: ...
+                 on_text: Callable[[str], None] | None = None, deadline: float | None = None) -> ModelReply: ...
 
     def count_tokens(self, messages: Sequence[Message]) -> int: ...
 
@@ -210,7 +210,7 @@ class LiteLLMClient:
     # completion -------------------------------------------------------------------------------------------------------
     def complete(self, messages: Sequence[Message], *, tools: list[dict] | None = None,
                  response_format: dict | None = None, stop: Sequence[str] = (),
-                 on_text: Callable[[str], None] | None = None) -> ModelReply:
+                 on_text: Callable[[str], None] | None = None, deadline: float | None = None) -> ModelReply:
         """Send one chat completion; return the normalised reply.
 
         Args:
@@ -222,6 +222,9 @@ class LiteLLMClient:
                 model supports (see module doc).
             stop: stop sequences added to ``spec.stop``.
             on_text: when given, the reply is streamed and ``on_text(chunk)`` is called as text arrives.
+            deadline: a :func:`time.monotonic` instant no request, retry wait or fallback may pass (the run's
+                timeout): each request's timeout is cut to the time left, and once it has passed the call raises
+                ModelTimeoutError. None: only ``spec.timeout`` per request.
         Returns a :class:`ModelReply` whose ``model`` is the model that answered (main or fallback).
         Raises AuthenticationError, ModelNotFoundError, ProviderUnavailableError, RateLimitError, ModelTimeoutError,
         ContextWindowError, LocalModelError or ModelError (the main model's error when every fallback failed too).
@@ -231,7 +234,7 @@ class LiteLLMClient:
         streamed = [False]
         for route in self._routes:
             try:
-                reply = self._with_retries(route, msgs, tools, response_format, stop, on_text, streamed)
+                reply = self._with_retries(route, msgs, tools, response_format, stop, on_text, streamed, deadline)
             except ModelError as exc:
                 failures.append((route.name, exc))
                 if streamed[0]:  # text already shown: trying another model would show a second answer
@@ -248,29 +251,43 @@ class LiteLLMClient:
 
     def _with_retries(self, route: _Route, msgs: list[dict], tools: list[dict] | None,
                       response_format: dict | None, stop: Sequence[str], on_text: Callable[[str], None] | None,
-                      streamed: list[bool]) -> ModelReply:
+                      streamed: list[bool], deadline: float | None) -> ModelReply:
         attempt = 0
         while True:
             route = self._ready(route)
+            timeout = self._time_left(route, deadline)
             try:
-                return self._call(route, msgs, tools, response_format, stop, on_text, streamed)
+                return self._call(route, msgs, tools, response_format, stop, on_text, streamed, timeout)
             except ModelError:
                 raise
             except Exception as exc:
                 if not is_provider_error(exc):
                     raise
-                if streamed[0] or attempt >= self.spec.num_retries or not retryable(exc):
+                delay = retry_delay(exc, attempt)
+                past_deadline = deadline is not None and time.monotonic() + delay >= deadline
+                if streamed[0] or attempt >= self.spec.num_retries or not retryable(exc) or past_deadline:
                     raise self._map_error(exc, route, attempt) from None
-                self.sleep(retry_delay(exc, attempt))
+                self.sleep(delay)
                 attempt += 1
 
+    def _time_left(self, route: _Route, deadline: float | None) -> float:
+        """The timeout of the next request: ``spec.timeout`` cut to the time left before ``deadline``."""
+        timeout = float(self.spec.timeout)
+        if deadline is None:
+            return timeout
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ModelTimeoutError(f"{route.name}: the run's time is up", model=route.name,
+                                    hint="raise loop.timeout (seconds) in the agent spec")
+        return min(timeout, left)
+
     def _kwargs(self, route: _Route, msgs: list[dict], tools: list[dict] | None, response_format: dict | None,
-                stop: Sequence[str]) -> dict[str, Any]:
+                stop: Sequence[str], timeout: float) -> dict[str, Any]:
         spec = self.spec
         kwargs: dict[str, Any] = {
             "model": route.model,
             "messages": msgs,
-            "timeout": float(spec.timeout),
+            "timeout": timeout,
             "num_retries": 0,
             "max_retries": 0,
             "drop_params": True,
@@ -312,10 +329,11 @@ class LiteLLMClient:
         return fmt
 
     def _call(self, route: _Route, msgs: list[dict], tools: list[dict] | None, response_format: dict | None,
-              stop: Sequence[str], on_text: Callable[[str], None] | None, streamed: list[bool]) -> ModelReply:
+              stop: Sequence[str], on_text: Callable[[str], None] | None, streamed: list[bool],
+              timeout: float) -> ModelReply:
         litellm = load_litellm()
         self._check_key(route)
-        kwargs = self._kwargs(route, msgs, tools, response_format, stop)
+        kwargs = self._kwargs(route, msgs, tools, response_format, stop, timeout)
         t0 = time.perf_counter()
         if on_text is None:
             response = litellm.completion(**kwargs)
@@ -323,7 +341,7 @@ class LiteLLMClient:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
             chunks = []
-            deadline = t0 + float(self.spec.timeout)
+            deadline = t0 + timeout
             stream = litellm.completion(**kwargs)
             try:
                 for chunk in stream:
@@ -334,7 +352,7 @@ class LiteLLMClient:
                         on_text(piece)
                     if time.perf_counter() > deadline:
                         raise ModelTimeoutError(
-                            f"{route.name} timed out after {self.spec.timeout:g} s (streaming)", model=route.name,
+                            f"{route.name} timed out after {timeout:g} s (streaming)", model=route.name,
                             hint="raise model.timeout (seconds) in the agent spec")
             finally:
                 close = getattr(stream, "close", None) or getattr(getattr(stream, "completion_stream", None),

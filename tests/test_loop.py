@@ -571,9 +571,13 @@ def test_long_term_memory_fact_recalled_by_next_run(openai_server, tmp_path):
         memory=MemorySpec(long_term=LongTermSpec(collection="tester", path=tmp_path / "mem",
                                                  remember=("final_answer", "user_facts"))),
     )
-    first = run(build(spec), "Remember that my favourite colour is teal.", trace_dir=tmp_path / "runs")
+    agent = build(spec)
+    first = run(agent, "Remember that my favourite colour is teal.", trace_dir=tmp_path / "runs",
+                session=Session("tester", "me", root=tmp_path / "sessions"))
     assert first.status == "completed"
     assert openai_server.requests[1]["messages"][-1]["content"] == f"Remembered: {fact}"
+    stored = {r.content: r.metadata for r in agent.long_term.list()}
+    assert (stored[fact]["kind"], stored[fact]["session"]) == ("user_fact", "me")
     events = []
     second = run(build(spec), "What is my favourite colour?", trace_dir=tmp_path / "runs", on_event=events.append)
     assert second.status == "completed"

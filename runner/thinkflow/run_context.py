@@ -27,6 +27,7 @@ class RunContext:
         budget: the run's budget (pass it as ``budget=`` so the nested run's usage counts toward it).
         emit: hands an event to the run's trace and live view.
         remaining_s: seconds left before the run's timeout, or None when it has none.
+        session: the name of the run's session (``--session``), or None.
     """
 
     run_id: str
@@ -35,6 +36,7 @@ class RunContext:
     budget: Budget
     emit: Callable[[ev.Event], None]
     remaining_s: float | None
+    session: str | None = None
 
 
 _ACTIVE: ContextVar[Any] = ContextVar("thinkflow_active_run", default=None)
@@ -58,4 +60,5 @@ def current_run() -> RunContext | None:
     if active is None:
         return None
     return RunContext(run_id=active.run_id, agent=active.spec.name, step=active.steps, budget=active.budget,
-                      emit=active.emit, remaining_s=active._remaining())
+                      emit=active.emit, remaining_s=active._remaining(),
+                      session=getattr(getattr(active, "session", None), "name", None))

@@ -160,15 +160,20 @@ class RememberFactTool:
         }
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
-        """Store ``arguments["fact"]``; observation ``"Remembered: <fact>"``, data ``{"id": memory id}``."""
+        """Store ``arguments["fact"]`` (tagged with the session of the run calling it, when it has one); observation
+        ``"Remembered: <fact>"``, data ``{"id": memory id}``."""
         from ..errors import MemoryStoreError
 
         fact = arguments.get("fact")
         if not isinstance(fact, str) or not fact.strip():
             return ToolResult("invalid", "remember_fact needs a non-empty string argument 'fact'")
         fact = fact.strip()
+        from ..run_context import current_run
+
+        run = current_run()
+        session = self.session or (run.session if run is not None else None)
         try:
-            mid = self.memory.remember(fact, _base_metadata(self.agent, self.session, KIND_USER_FACT))
+            mid = self.memory.remember(fact, _base_metadata(self.agent, session, KIND_USER_FACT))
         except MemoryStoreError as exc:
             return ToolResult("error", f"could not remember the fact: {exc}")
         return ToolResult("ok", f"Remembered: {fact}", {"id": mid})

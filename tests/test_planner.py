@@ -122,6 +122,9 @@ def test_plan_is_executed_in_order_and_the_final_answer_uses_step_results(openai
     assert trace[-1]["status"] == "completed"
     assert trace[-1]["usage"]["total_tokens"] == 75
     assert trace[-2]["text"] == "The answer is 400."
+    # step numbers run on across the step runs and the final answer (the planning call is step 0)
+    assert [e["step"] for e in trace if e["type"] == "model_request"] == [0, 1, 2, 3, 4]
+    assert (trace[7]["step"], trace[-2]["step"]) == (1, 4)
 
 
 def test_plan_asked_with_json_schema_when_supported_and_cut_to_max_plan_steps(openai_server, tmp_path):

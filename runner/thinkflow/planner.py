@@ -125,6 +125,7 @@ class _PlannedRun(RunBase):
         self.max_steps = max_steps
         self.stream = stream
         self.model_calls = 0
+        self.loop_steps = 0  # model calls of the step runs so far (their events are numbered on from it)
         self.tool_calls = 0
         self.history: list[Message] = []
         self.done: list[StepRecord] = []
@@ -136,11 +137,15 @@ class _PlannedRun(RunBase):
     # ------------------------------------------------------------------------------------------------ events
     def _forward(self, event: ev.Event) -> None:
         """``on_event`` of the step runs: their events go to this run's trace, except their own start/finish and
-        the steps' final answers (``step_outcome`` reports those)."""
+        the steps' final answers (``step_outcome`` reports those); their step numbers continue from the step runs
+        before them (step 1 of the second step run follows the first run's last step)."""
         if isinstance(event, (ev.RunStarted, ev.RunFinished)):
             return
         if isinstance(event, ev.FinalAnswer) and not self._final_stage:
             return
+        step = getattr(event, "step", None)
+        if isinstance(step, int) and step > 0 and self.loop_steps:  # number steps on across the step runs
+            event = dataclasses.replace(event, step=step + self.loop_steps)
         self.emit(event)
 
     # ------------------------------------------------------------------------------------------------ start/end
@@ -286,6 +291,7 @@ class _PlannedRun(RunBase):
         result = run_loop(self._sub_agent(), message, on_event=self._forward, write_trace=False,
                           max_steps=self.max_steps, stream=self.stream, budget=self.budget, run_id=run_id)
         self.model_calls += result.steps
+        self.loop_steps += result.steps
         self.tool_calls += result.tool_calls
         self.style = result.style or self.style
         if result.status == "interrupted":

@@ -187,10 +187,16 @@ def test_thinkflow_run_is_thinkflow_run():
     assert "130  interrupted" in via.stdout
 
 
+def _default_sigint() -> None:
+    # A shell starts a background job (`cmd &`) with SIGINT ignored, and Python then installs no Ctrl-C handler;
+    # the child must see Ctrl-C as a terminal user would, however this suite was started.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run_proc(tmp_path: Path, *args: str) -> subprocess.Popen:
     command = [str(BIN / "thinkflow"), "run"]
     return subprocess.Popen([*command, *args], cwd=tmp_path, env=env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, encoding="utf-8")
+                            stderr=subprocess.PIPE, text=True, encoding="utf-8", preexec_fn=_default_sigint)
 
 
 def test_two_processes_share_a_session_then_a_third_resumes_it(tmp_path, openai_server, monkeypatch):

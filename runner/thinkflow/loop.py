@@ -218,8 +218,9 @@ class _Run(RunBase):
     def _call_model(self, messages: list[Message], **kwargs: Any) -> ModelReply:
         """``client.complete`` in a daemon thread, bounded by the run's deadline twice over: the client cuts each
         request's timeout to the time left, and this thread stops waiting at the deadline. Ctrl-C lands here, in
-        the wait, never inside LiteLLM, and the abandoned request dies with the process. (Calling the model in
-        this thread saves ~1 ms a step, but a Ctrl-C test then hung past 60 s once in a full CI run.)"""
+        the wait, never inside LiteLLM, and the abandoned request dies with the process; a model server that
+        trickles bytes cannot hold the run past its deadline. (Calling the model in this thread would save about
+        1 ms a step: bench/RESULTS.md.)"""
         box: dict[str, Any] = {}
         done = threading.Event()
 

@@ -390,25 +390,11 @@ def find_config_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def _defined_twice(path: Path, specs: list[ToolSpec], defined: dict[str, str]) -> list[ConfigIssue]:
-    """An issue for each tool of ``path`` whose name another tools file already defined (recorded in
-    ``defined``, which this updates): agents would silently take whichever is found first."""
-    issues = []
-    docs = _parsed(path)[1]
-    for spec in specs:
-        doc = next((d for d in docs if isinstance(d.data, dict) and d.data.get("name") == spec.name), None)
-        line, column = doc.marks.at(("name",), key=False) if doc is not None else (1, 1)
-        first = defined.setdefault(spec.name, f"{path}:{line}")
-        if not first.startswith(f"{path}:"):
-            issues.append(ConfigIssue(str(path), line, column, "name", f"tool '{spec.name}' is also defined in "
-                                      f"{first}", "rename one of them: an agent takes the first one it finds"))
-    return issues
-
-
 def validate_paths(paths: Iterable[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None
                    ) -> ValidationResult:
     """Check every agent and tool file under ``paths`` (files or directories); beyond what loading checks, the
-    module of each python tool's ``entrypoint`` must be importable here.
+    module of each python tool's ``entrypoint`` must be importable here and no tool name may be defined in two
+    files.
 
     Returns:
         ``ValidationResult(issues, files)``; a path that does not exist is an issue.
@@ -423,8 +409,9 @@ def validate_paths(paths: Iterable[str | os.PathLike[str]], *, env: Mapping[str,
             issues.append(ConfigIssue(str(path), 1, 1, "", "no such file or directory"))
         elif config_kind(path) == "tool":
             specs, file_issues = _tools_file(path, env)
-            issues += file_issues or refs.entrypoint_issues(_parsed(path)[1], path)
-            issues += _defined_twice(path, specs, defined)
+            docs = _parsed(path)[1]
+            issues += file_issues or refs.entrypoint_issues(docs, path)
+            issues += refs.defined_twice(docs, path, [spec.name for spec in specs], defined)
         else:
             issues += _agent_file(path, session, (), None)[1]
     return ValidationResult(sorted(dict.fromkeys(issues), key=lambda i: (i.file, i.line, i.column)), files)

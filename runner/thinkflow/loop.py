@@ -24,7 +24,6 @@ of the run.
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -215,36 +214,6 @@ class _Run(RunBase):
             self.emit(ev.Summary(step=self.steps, text=summary, replaced_messages=len(before) - len(after) + 1))
 
     # ------------------------------------------------------------------------------------------------ model
-    def _call_model(self, messages: list[Message], **kwargs: Any) -> ModelReply:
-        """``client.complete`` in a daemon thread, bounded by the run's deadline twice over: the client cuts each
-        request's timeout to the time left, and this thread stops waiting at the deadline. Ctrl-C lands here, in
-        the wait, never inside LiteLLM, and the abandoned request dies with the process; a model server that
-        trickles bytes cannot hold the run past its deadline. (Calling the model in this thread would save about
-        1 ms a step: bench/RESULTS.md.)"""
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def target() -> None:
-            try:
-                box["reply"] = self.client.complete(messages, deadline=self.deadline, **kwargs)
-            except BaseException as failure:  # noqa: BLE001 - handed to the caller
-                box["error"] = failure
-            finally:
-                done.set()
-
-        worker = threading.Thread(target=target, name=f"thinkflow-model-{self.run_id}", daemon=True)
-        worker.start()
-        remaining = self._remaining()
-        if not done.wait(None if remaining is None else max(remaining, 0.0)):
-            raise Stop("timeout", self._timeout_error() + " while waiting for the model")
-        if "error" in box:
-            failure = box["error"]
-            remaining = self._remaining()
-            if isinstance(failure, ModelError) and remaining is not None and remaining <= 0:
-                raise Stop("timeout", self._timeout_error() + " while waiting for the model") from None
-            raise failure
-        return box["reply"]
-
     def _model_kwargs(self) -> dict[str, Any]:
         kwargs = style_kwargs(self.style, self.toolbox, self.client)
         if self.stream:

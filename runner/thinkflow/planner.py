@@ -200,7 +200,7 @@ class _PlannedRun(RunBase):
         self.emit(ev.ModelRequest(step=0, style="plan", messages=[m.to_dict() for m in messages],
                                   response_format=response_format))
         try:
-            reply = self.client.complete(messages, response_format=response_format, deadline=self.deadline)
+            reply = self._call_model(messages, response_format=response_format)
         except ModelError as failure:
             raise Stop("model_error", str(failure)) from None
         self.budget.charge(reply.usage)

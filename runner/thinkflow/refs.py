@@ -15,6 +15,7 @@ from typing import Any
 from .errors import ConfigIssue
 from .schemas import check_schema, suggest, yaml11_issue
 from .spec import ToolSpec
+from .tools.entrypoints import module_findable, search_dirs
 from .tools.templating import placeholders
 from .yamlread import Marks, PathKey, dotted
 
@@ -117,34 +118,10 @@ def check_tool(data: dict[str, Any], file: str, marks: Marks, base: PathKey = ()
     return issues
 
 
-def module_findable(name: str, extra_dirs: list[Path]) -> bool:
-    """True when the dotted module ``name`` can be imported, found the way a python tool imports its entrypoint
-    (``sys.path``, then ``extra_dirs``) but without running any of its code: the top-level package through the
-    import system's finders (editable installs included), each submodule with
-    :class:`importlib.machinery.PathFinder` in its parent's ``submodule_search_locations``."""
-    import importlib.util
-    import sys
-    from importlib.machinery import PathFinder
-
-    if name in sys.modules:
-        return True
-    parts = name.split(".")
-    try:
-        spec = importlib.util.find_spec(parts[0]) or PathFinder.find_spec(parts[0], [str(d) for d in extra_dirs])
-    except (ImportError, ValueError):
-        return False
-    for i in range(1, len(parts)):
-        locations = spec.submodule_search_locations if spec is not None else None
-        if locations is None:
-            return False
-        spec = PathFinder.find_spec(".".join(parts[: i + 1]), list(locations))
-    return spec is not None
-
-
 def entrypoint_issues(docs: list[Any], file: Path) -> list[ConfigIssue]:
     """For each python tool document in ``docs`` (of ``file``): an issue when the module of its ``entrypoint``
-    cannot be found (see :func:`module_findable`; the function inside it is not checked, as that would run the
-    module's code)."""
+    cannot be found where the tool would import it (:mod:`thinkflow.tools.entrypoints`). The function inside the
+    module is not checked: that would run the module's code."""
     issues = []
     for doc in docs:
         data = doc.data if isinstance(doc.data, dict) else {}
@@ -152,12 +129,26 @@ def entrypoint_issues(docs: list[Any], file: Path) -> list[ConfigIssue]:
         if data.get("kind") != "python" or not isinstance(entrypoint, str) or ":" not in entrypoint:
             continue
         module = entrypoint.split(":", 1)[0]
-        dirs = [Path.cwd(), file.parent, file.parent.parent]
-        if module and not module_findable(module, dirs):
+        if module and not module_findable(module, search_dirs(file)):
             line, column = doc.marks.at(("entrypoint",), key=False)
             issues.append(ConfigIssue(str(file), line, column, "entrypoint", f"python module '{module}' not found",
                                       "install it in this environment, or put it on sys.path, in the current "
                                       "directory or next to the tools.d folder"))
+    return issues
+
+
+def defined_twice(docs: list[Any], file: Path, names: list[str], defined: dict[str, str]) -> list[ConfigIssue]:
+    """An issue for each tool in ``names`` (the tools of ``file``, parsed as ``docs``) whose name another tools file
+    already defined. ``defined`` maps each name seen so far to ``"file:line"`` and is updated: agents would
+    silently take whichever definition they find first."""
+    issues = []
+    for name in names:
+        doc = next((d for d in docs if isinstance(d.data, dict) and d.data.get("name") == name), None)
+        line, column = doc.marks.at(("name",), key=False) if doc is not None else (1, 1)
+        first = defined.setdefault(name, f"{file}:{line}")
+        if not first.startswith(f"{file}:"):
+            issues.append(ConfigIssue(str(file), line, column, "name", f"tool '{name}' is also defined in {first}",
+                                      "rename one of them: an agent takes the first one it finds"))
     return issues
 
 

@@ -8,6 +8,7 @@ run early with a status. Subclasses (:mod:`thinkflow.loop`, :mod:`thinkflow.plan
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,6 +143,39 @@ class RunBase:
                 warning = ev.Warning(f"the event handler failed: {type(error).__name__}: {error}", code="event_handler")
                 if self.trace is not None:
                     self.trace.write(warning)
+
+    # ------------------------------------------------------------------------------------------------ model
+    def _call_model(self, messages: list[Message], **kwargs: Any) -> Any:
+        """``client.complete(messages, **kwargs)`` in a daemon thread, bounded by the run's deadline twice over:
+        the client cuts each request's timeout to the time left, and this thread stops waiting at the deadline.
+        Ctrl-C lands here, in the wait, never inside LiteLLM, and the abandoned request dies with the process; a
+        model server that trickles bytes cannot hold the run past its deadline. (Calling the model in this thread
+        would save about 1 ms a step: bench/RESULTS.md.)
+
+        Raises:
+            Stop("timeout"): the deadline passed first. ModelError: the model failed (see the client).
+        """
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def target() -> None:
+            try:
+                box["reply"] = self.client.complete(messages, deadline=self.deadline, **kwargs)
+            except BaseException as failure:  # noqa: BLE001 - handed to the caller
+                box["error"] = failure
+            finally:
+                done.set()
+
+        threading.Thread(target=target, name=f"thinkflow-model-{self.run_id}", daemon=True).start()
+        remaining = self._remaining()
+        finished = done.wait(None if remaining is None else max(remaining, 0.0))
+        failure = box.get("error")
+        if not finished or (isinstance(failure, ModelError) and self.deadline is not None
+                            and time.monotonic() >= self.deadline):
+            raise Stop("timeout", self._timeout_error() + " while waiting for the model")
+        if failure is not None:
+            raise failure
+        return box["reply"]
 
     # ------------------------------------------------------------------------------------------------ limits
     def _remaining(self) -> float | None:

@@ -23,13 +23,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .atomic import atomic_write_bytes
 from .errors import SessionError
 from .messages import Message
 
@@ -230,32 +230,12 @@ class Session:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) atomically: temp file in the same directory, flush, fsync,
-    ``os.replace``, fsync of the directory. Raises SessionError on an OS error (the old file is kept)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Replace ``path`` with ``text`` (UTF-8) atomically (see :func:`thinkflow.atomic.atomic_write_bytes`).
+    Raises SessionError on an OS error (the old file is kept)."""
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        atomic_write_bytes(path, text.encode("utf-8"))
     except OSError as error:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise SessionError(f"cannot write {path}: {error.strerror or error}") from error
-    try:
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
 
 
 def list_sessions(agent: str, root: str | os.PathLike[str] | None = None) -> list[str]:

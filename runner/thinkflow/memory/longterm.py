@@ -12,14 +12,13 @@ opening it with a different model raises :class:`MemoryStoreError`.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from ..atomic import atomic_write_bytes
 from ..errors import MemoryStoreError
 from ..spec import LongTermSpec
 from .embeddings import Embedder, Reranker, canonical_model_name
@@ -365,18 +364,9 @@ class LongTermMemory:
         first; the file is replaced atomically. Returns the number written."""
         path = Path(path)
         records = sorted(self._iter_all(), key=lambda r: (time_of(r[2]), r[0]))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                for mid, doc, meta in records:
-                    out.write(json.dumps({"id": mid, "content": doc, "metadata": meta}, ensure_ascii=False) + "\n")
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        lines = (json.dumps({"id": mid, "content": doc, "metadata": meta}, ensure_ascii=False) + "\n"
+                 for mid, doc, meta in records)
+        atomic_write_bytes(path, "".join(lines).encode("utf-8"))
         return len(records)
 
     def import_(self, path: Path) -> int:

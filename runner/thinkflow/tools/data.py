@@ -8,11 +8,12 @@ imports them). Filters are parsed here (``column op value`` joined by ``and``), 
 from __future__ import annotations
 
 import difflib
-import os
+import io
 import re
 from pathlib import Path
 from typing import Any
 
+from ..atomic import atomic_write_bytes
 from .base import ToolResult
 from .files import WorkspaceError, resolve_in
 
@@ -185,17 +186,15 @@ def query_data(root: Path, path: str, group_by: str | None = None, column: str |
 
 
 def _chart_path(root: Path, output: str | None, default: str) -> Path:
-    """Where a chart goes: ``output`` (".png" added when it has no extension), inside it when it is a directory
-    (or ends with "/"), else ``charts/<default>``; always inside the workspace.
+    """Where a chart goes: ``output`` (".png" added when it has no extension), ``<output>/<default>`` when it is a
+    directory (or ends with "/"), else ``charts/<default>``; always inside the workspace.
 
     Raises:
         WorkspaceError: the path leaves the workspace. DataToolError: ``output`` has another extension than .png.
     """
-    if not output:
-        return resolve_in(root, f"charts/{default}")
-    target = resolve_in(root, output)
-    if output.endswith(("/", "\\")) or target.is_dir():
-        return resolve_in(root, f"{output.rstrip('/')}/{default}")
+    target = resolve_in(root, output or "charts")
+    if not output or output.endswith("/") or target.is_dir():
+        return target / default
     suffix = target.suffix.lower()
     if suffix and suffix != ".png":
         raise DataToolError(f"output must be a .png file; got {output!r}")
@@ -252,13 +251,9 @@ def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: st
     if kind != "scatter" and len(xs) > 8:
         fig.autofmt_xdate()
     fig.tight_layout()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.{os.getpid()}.part")
-    try:
-        fig.savefig(partial, format="png")
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    atomic_write_bytes(target, png.getvalue())
     rel = target.relative_to(root.resolve()).as_posix()
     return ToolResult("ok", f"saved {kind} chart of {y_label} by {x_col} ({len(xs)} points) to {rel}{note}",
                       {"path": str(target), "points": len(xs), "kind": kind, "x": x_col, "y": y_col, "agg": agg})

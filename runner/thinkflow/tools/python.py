@@ -28,6 +28,7 @@ from typing import Any, Callable
 from ..errors import ToolError
 from ..spec import ToolSpec
 from .base import ToolResult
+from .entrypoints import search_dirs
 from .output import cap_text, decode
 from .registry import load_entry_point, registered
 from .schema import derive_parameters
@@ -148,13 +149,10 @@ def resolve_function(spec: ToolSpec) -> Callable[..., Any]:
     Raises ToolError when none is found or the import fails.
     """
     if spec.entrypoint:
-        search: list[Path] = [Path.cwd()]
-        if spec.source is not None:
-            search += [spec.source.parent, spec.source.parent.parent]
         reg = registered(spec.name)
         if reg is not None and reg[1].entrypoint == spec.entrypoint:
             return reg[0]
-        return import_entrypoint(spec.entrypoint, search)
+        return import_entrypoint(spec.entrypoint, search_dirs(spec.source))
     reg = registered(spec.name)
     if reg is not None:
         return reg[0]

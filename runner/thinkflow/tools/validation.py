@@ -149,8 +149,6 @@ def check_arguments(name: str, parameters: dict[str, Any], arguments: Any) -> st
             return None
         errors = sorted(validator.iter_errors(arguments),
                         key=lambda e: (list(map(str, e.absolute_path)), e.validator != "required", str(e.validator)))
-        if not errors:
-            return None
         lines = [line for e in errors for line in describe_error(e, parameters)]
     body = "\n".join(f"- {line}" for line in lines)
     return f"invalid arguments for tool '{name}':\n{body}\nexpected: {expected_shape(name, parameters)}"

@@ -50,7 +50,7 @@ PEER_KEYS = ("langchain", "smolagents")
 def thinkflow_loop_available() -> bool:
     """True when the package has the loop and the model client (the ThinkFlow implementation can run)."""
     pkg = ROOT / "runner" / "thinkflow"
-    return (pkg / "loop.py").exists() and (pkg / "agent.py").exists() and (pkg / "models.py").exists()
+    return (pkg / "run" / "loop.py").exists() and (pkg / "agent.py").exists() and (pkg / "model" / "client.py").exists()
 
 
 class Worker:
@@ -133,7 +133,7 @@ def run(rounds: int = 8, runs: int = 5, warmup: int = 2, growth_steps: int = 30,
     steps = 3 if tiny else 10
     skipped = []
     if not has_tf:
-        skipped.append("ThinkFlow (thinkflow.loop / thinkflow.models not present in this tree)")
+        skipped.append("ThinkFlow (thinkflow.run.loop / thinkflow.model.client not present in this tree)")
     if not with_peers:
         skipped.append("peers (bench/.venv-peers missing: run `bash bench/setup_peers.sh`)" if not PEERS_PY.exists()
                        else "peers (not requested)")

@@ -44,7 +44,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from thinkflow.memory.embeddings import Embedder  # noqa: E402
 from thinkflow.memory.longterm import LongTermMemory, now_metadata  # noqa: E402
-from thinkflow.spec import LongTermSpec  # noqa: E402
+from thinkflow.config.spec import LongTermSpec  # noqa: E402
 
 WORK = BENCH / ".work"
 RESULTS = BENCH / "results" / "memory.json"

@@ -2,7 +2,7 @@
 
 1. Client overhead: the same chat completion against the scripted OpenAI-compatible server
    (``tests/scripted_servers.py``, 127.0.0.1, in this process) made with a bare ``litellm.completion`` and with
-   ``thinkflow.models.LiteLLMClient.complete`` (request building, retry wrapper, reply normalisation, usage and
+   ``thinkflow.model.client.LiteLLMClient.complete`` (request building, retry wrapper, reply normalisation, usage and
    cost), interleaved call by call in the same run. Reported: median wall time per call of each, and the ratio
    client / bare (1.00 = no overhead).
 2. Embedded model (``local/qwen2.5-coder-1.5b`` in process with xllamacpp): GGUF check time (assembly on the very
@@ -63,9 +63,9 @@ def client_overhead(calls: int) -> dict[str, Any]:
     import litellm
     from scripted_servers import OpenAIServer, text
 
-    from thinkflow.messages import Message
-    from thinkflow.models import LiteLLMClient
-    from thinkflow.spec import ModelSpec
+    from thinkflow.model.messages import Message
+    from thinkflow.model.client import LiteLLMClient
+    from thinkflow.config.spec import ModelSpec
 
     litellm.suppress_debug_info = True
     msgs = [Message(m["role"], m["content"]) for m in MESSAGES]
@@ -105,10 +105,10 @@ def embedded_model(gen_tokens: int) -> dict[str, Any]:
     """GGUF check, load time, llama.cpp prompt/generation speed, one constrained step through the client."""
     import httpx
 
-    from thinkflow import local_model
-    from thinkflow.messages import Message
-    from thinkflow.models import LiteLLMClient
-    from thinkflow.spec import ModelSpec
+    from thinkflow.model import local as local_model
+    from thinkflow.model.messages import Message
+    from thinkflow.model.client import LiteLLMClient
+    from thinkflow.config.spec import ModelSpec
 
     out: dict[str, Any] = {"threads": os.cpu_count(), "n_ctx": local_model.DEFAULT_N_CTX}
     t0 = time.perf_counter()

@@ -88,8 +88,9 @@ def run(styles: tuple[str, ...] = ("native", "json", "react"), tiny: bool = Fals
         model: str = LOCAL_MODEL) -> dict[str, Any]:
     """Run every task once per style; returns ``{"model", "styles": {style: {...}}, "warmup_seconds"}``."""
     from thinkflow import agent as tf_agent
-    from thinkflow import events as ev
-    from thinkflow import loader, loop
+    from thinkflow.run import events as ev
+    from thinkflow.config import loader
+    from thinkflow.run import loop
 
     folder = WORK / "styles"
     todo = tasks()
@@ -134,7 +135,7 @@ def run(styles: tuple[str, ...] = ("native", "json", "react"), tiny: bool = Fals
         if server:
             server.stop()
         try:
-            from thinkflow import local_model
+            from thinkflow.model import local as local_model
 
             local_model.stop_all()
         except Exception:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from thinkflow.answer_files import missing_files, missing_files_request, named_files
+from thinkflow.run.answer_files import missing_files, missing_files_request, named_files
 
 
 @pytest.mark.parametrize("text, paths", [

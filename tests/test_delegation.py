@@ -1,4 +1,4 @@
-"""Sub-agents as tools (thinkflow.delegation) end to end through LiteLLM against the scripted OpenAI-compatible
+"""Sub-agents as tools (thinkflow.run.delegation) end to end through LiteLLM against the scripted OpenAI-compatible
 server: the answer as the observation, nested events in the parent's trace, shared budgets, depth, cycles, and the
 coordinator example."""
 
@@ -13,11 +13,11 @@ from scripted_servers import text, tool_calls
 
 from thinkflow.agent import build
 from thinkflow.cli import main
-from thinkflow.delegation import SubAgentTool
-from thinkflow.loader import load_agent
-from thinkflow.loop import run
-from thinkflow.spec import AgentSpec, LoopSpec, ModelSpec, PromptSpec, SubAgentRef, ToolRef
-from thinkflow.trace import read_trace
+from thinkflow.run.delegation import SubAgentTool
+from thinkflow.config.loader import load_agent
+from thinkflow.run.loop import run
+from thinkflow.config.spec import AgentSpec, LoopSpec, ModelSpec, PromptSpec, SubAgentRef, ToolRef
+from thinkflow.run.trace import read_trace
 
 API_KEY = "sk-test-key-0123456789"
 REPO = Path(__file__).resolve().parent.parent
@@ -302,13 +302,13 @@ def test_coordinator_example_plans_and_delegates(openai_server, tmp_path):
 
 
 def run_planned(spec, task, tmp_path, events):
-    from thinkflow.planner import run as planned
+    from thinkflow.run.planner import run as planned
 
     return planned(build(spec), task, on_event=events.append, trace_dir=tmp_path / "runs")
 
 
 def test_sub_agent_with_a_planner_plans_inside_the_parent_run(openai_server, tmp_path):
-    from thinkflow.spec import PlannerSpec
+    from thinkflow.config.spec import PlannerSpec
 
     planner_helper = dataclasses.replace(agent_spec(openai_server, tmp_path, "helper"),
                                          planner=PlannerSpec(enabled=True, max_plan_steps=2))
@@ -332,7 +332,7 @@ def test_sub_agent_with_a_planner_plans_inside_the_parent_run(openai_server, tmp
 def test_live_view_draws_nested_events_and_the_plan_checklist(openai_server, tmp_path):
     from rich.console import Console
 
-    from thinkflow import events as ev
+    from thinkflow.run import events as ev
     from thinkflow.cli.render import LiveView
 
     helper = agent_spec(openai_server, tmp_path, "helper", tools=("calculator",))

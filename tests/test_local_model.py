@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from thinkflow import local_model
+from thinkflow.model import local as local_model
 from thinkflow.errors import LocalModelError
-from thinkflow.local_model import EMBEDDED_WEIGHTS, WeightParts, cache_dir, ensure_gguf, locate_parts, resolve_gguf
+from thinkflow.model.local import EMBEDDED_WEIGHTS, WeightParts, cache_dir, ensure_gguf, locate_parts, resolve_gguf
 
 
 def make_parts(tmp_path: Path, contents: list[bytes]) -> tuple[WeightParts, list[Path]]:
@@ -187,9 +187,9 @@ def test_a_bad_gguf_fails_to_load_with_a_clear_error(tmp_path):
 @pytest.mark.timeout(1200)
 def test_embedded_model_answers_for_real():
     """One short real completion through LiteLLM with JSON-schema constrained output."""
-    from thinkflow.messages import Message
-    from thinkflow.models import build_client
-    from thinkflow.spec import ModelSpec
+    from thinkflow.model.messages import Message
+    from thinkflow.model.client import build_client
+    from thinkflow.config.spec import ModelSpec
 
     progress: list[str] = []
     client = build_client(ModelSpec(name="local/qwen2.5-coder-1.5b", max_tokens=24, temperature=0.0, timeout=600),

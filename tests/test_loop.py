@@ -9,10 +9,10 @@ import pytest
 from scripted_servers import error, hang, text, tool_calls
 
 from thinkflow.agent import build
-from thinkflow.loop import run
-from thinkflow.session import Session
-from thinkflow.spec import AgentSpec, LoopSpec, ModelSpec, PromptSpec, ToolRef
-from thinkflow.trace import read_trace
+from thinkflow.run.loop import run
+from thinkflow.run.session import Session
+from thinkflow.config.spec import AgentSpec, LoopSpec, ModelSpec, PromptSpec, ToolRef
+from thinkflow.run.trace import read_trace
 
 API_KEY = "sk-test-key-0123456789"
 
@@ -514,7 +514,7 @@ class MeetingTool:
     def __init__(self, parallel_safe=True):
         import threading
 
-        from thinkflow.spec import ToolSpec
+        from thinkflow.config.spec import ToolSpec
 
         self.barrier = threading.Barrier(2, timeout=2)
         self.parallel_safe = parallel_safe
@@ -556,7 +556,7 @@ def test_parallel_safe_calls_run_concurrently(openai_server, tmp_path, parallel_
 
 @pytest.mark.slow
 def test_long_term_memory_fact_recalled_by_next_run(openai_server, tmp_path):
-    from thinkflow.spec import LongTermSpec, MemorySpec
+    from thinkflow.config.spec import LongTermSpec, MemorySpec
 
     fact = "The user's favourite colour is teal."
     openai_server.push(

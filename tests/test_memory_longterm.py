@@ -17,7 +17,7 @@ import pytest
 
 from thinkflow.errors import MemoryStoreError
 from thinkflow.memory.longterm import LongTermMemory, MemoryRecord, clean_metadata
-from thinkflow.spec import LongTermSpec, RecallSpec, RetentionSpec
+from thinkflow.config.spec import LongTermSpec, RecallSpec, RetentionSpec
 
 FACTS = [
     "The user's favourite colour is green.",
@@ -100,7 +100,7 @@ def test_recall_min_score_and_default_k_from_policy(tmp_path):
 WRITER = """
 import sys
 from pathlib import Path
-from thinkflow.spec import LongTermSpec
+from thinkflow.config.spec import LongTermSpec
 from thinkflow.memory.longterm import LongTermMemory
 spec = LongTermSpec(collection="facts", path=Path(sys.argv[1]))
 memory = LongTermMemory.open(spec)
@@ -230,7 +230,7 @@ def chroma_server(tmp_path):
 
 SERVER_WRITER = """
 import sys
-from thinkflow.spec import LongTermSpec
+from thinkflow.config.spec import LongTermSpec
 from thinkflow.memory.longterm import LongTermMemory
 spec = LongTermSpec(collection="shared", host="127.0.0.1", port=int(sys.argv[1]))
 print(LongTermMemory.open(spec).remember("The office wifi password rotates every Friday.", {"kind": "user_fact"}))

@@ -10,8 +10,8 @@ import pytest
 
 from thinkflow.memory.longterm import LongTermMemory, MemoryRecord
 from thinkflow.memory.policy import RememberFactTool, format_memories, recall_query, remember_run
-from thinkflow.messages import Message
-from thinkflow.spec import LongTermSpec, PromptSpec
+from thinkflow.model.messages import Message
+from thinkflow.config.spec import LongTermSpec, PromptSpec
 
 
 class FakeStore:
@@ -93,7 +93,7 @@ TRICKY = "Remember: {{ 7 * 7 }} {% if true %}x{% endif %} ${HOME} <b>&amp;</b>"
 
 
 def test_format_memories_renders_into_the_prompt_once_and_verbatim():
-    from thinkflow.prompts import render_agent_prompt
+    from thinkflow.prompting.templates import render_agent_prompt
 
     records = [MemoryRecord("m1", TRICKY, {"kind": "user_fact", "time_iso": "2024-01-01T00:00:00+00:00"}, 0.87654),
                MemoryRecord("m2", "Second memory.", {}, None)]
@@ -131,8 +131,8 @@ def test_memory_libraries_are_not_imported_without_long_term_memory():
         "import sys\n"
         "import thinkflow.memory, thinkflow.memory.policy, thinkflow.memory.longterm, thinkflow.cli\n"
         "from thinkflow.memory import ShortTermMemory\n"
-        "from thinkflow.spec import ShortTermSpec\n"
-        "from thinkflow.messages import Message\n"
+        "from thinkflow.config.spec import ShortTermSpec\n"
+        "from thinkflow.model.messages import Message\n"
         "ShortTermMemory(ShortTermSpec(window=2)).view([Message('system', 's'), Message('user', 't')])\n"
         "print(sorted(m for m in ('chromadb', 'sentence_transformers', 'torch', 'transformers') if m in sys.modules))\n"
     )

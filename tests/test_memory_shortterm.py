@@ -11,8 +11,8 @@ from thinkflow.memory.shortterm import (
     cut_middle,
     estimate_tokens,
 )
-from thinkflow.messages import Message, ToolCall
-from thinkflow.spec import ShortTermSpec
+from thinkflow.model.messages import Message, ToolCall
+from thinkflow.config.spec import ShortTermSpec
 
 SYSTEM = Message("system", "You are a helpful agent.")
 TASK = Message("user", "Add up the numbers in data.csv.")
@@ -208,11 +208,11 @@ def test_compact_triggers_on_tokens_when_budget_set():
 
 def test_summary_through_the_real_model_client(openai_server):
     """summarize() makes a real LiteLLM request to the scripted OpenAI server."""
-    models = pytest.importorskip("thinkflow.models")
+    models = pytest.importorskip("thinkflow.model.client")
     from scripted_servers import text
 
     openai_server.push(text("User wants a sum; the agent read data.csv (1, 2, 3)."))
-    from thinkflow.spec import ModelSpec
+    from thinkflow.config.spec import ModelSpec
 
     client = models.build_client(ModelSpec(name="openai/summary-test", api_base=openai_server.url, api_key="sk-test", timeout=10))
 
@@ -233,8 +233,8 @@ def test_summary_through_the_real_model_client(openai_server):
 
 def test_token_budget_with_litellm_counter_keeps_system_and_task():
     """max_tokens counted by LiteLLM's token counter (through the model client; no request is sent)."""
-    models = pytest.importorskip("thinkflow.models")
-    from thinkflow.spec import ModelSpec
+    models = pytest.importorskip("thinkflow.model.client")
+    from thinkflow.config.spec import ModelSpec
 
     client = models.build_client(ModelSpec(name="openai/gpt-4o-mini", api_key="sk-test"))
     huge = "The log says: " + " ".join(f"event-{n} ok" for n in range(5000))

@@ -1,4 +1,4 @@
-"""Tests of the model client (thinkflow.models) against the scripted servers, through LiteLLM."""
+"""Tests of the model client (thinkflow.model.client) against the scripted servers, through LiteLLM."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ from thinkflow.errors import (
     ProviderUnavailableError,
     RateLimitError,
 )
-from thinkflow.messages import Message
-from thinkflow.model_errors import retry_after
-from thinkflow.model_replies import content_text
-from thinkflow.models import LiteLLMClient, build_client, resolve_model
-from thinkflow.providers import Capabilities
-from thinkflow.spec import ModelSpec
+from thinkflow.model.messages import Message
+from thinkflow.model.error_map import retry_after
+from thinkflow.model.replies import content_text
+from thinkflow.model.client import LiteLLMClient, build_client, resolve_model
+from thinkflow.model.providers import Capabilities
+from thinkflow.config.spec import ModelSpec
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 HISTORY = [Message("system", "You are terse."), Message("user", "hi")]
@@ -453,10 +453,10 @@ def test_importing_models_does_not_import_litellm_or_touch_the_network(tmp_path)
         "socket.socket.connect_ex = deny\n"
         "socket.create_connection = deny\n"
         "socket.getaddrinfo = deny\n"
-        "import thinkflow.models as m\n"
+        "import thinkflow.model.client as m\n"
         "assert 'litellm' not in sys.modules, 'litellm imported eagerly'\n"
         "assert 'xllamacpp' not in sys.modules\n"
-        "import thinkflow.providers as p\n"
+        "import thinkflow.model.providers as p\n"
         "p.load_litellm()\n"
         "import os; assert os.environ['LITELLM_LOCAL_MODEL_COST_MAP'] == 'True'\n"
         "assert attempts == [], attempts\n"

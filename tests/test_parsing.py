@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from thinkflow.messages import ToolCall
-from thinkflow.parsing import (
+from thinkflow.model.messages import ToolCall
+from thinkflow.reply.parsing import (
     FinalAnswer,
     ParseFailure,
     ToolAction,

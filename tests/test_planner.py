@@ -1,4 +1,4 @@
-"""Plan-then-execute (thinkflow.planner) end to end through LiteLLM against the scripted OpenAI-compatible server."""
+"""Plan-then-execute (thinkflow.run.planner) end to end through LiteLLM against the scripted OpenAI-compatible server."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from scripted_servers import text, tool_calls
 
 from thinkflow.agent import build
 from thinkflow.cli import main
-from thinkflow.planner import run
-from thinkflow.plans import PlanStep, parse_plan
-from thinkflow.spec import AgentSpec, LoopSpec, ModelSpec, PlannerSpec, PromptSpec, ToolRef
-from thinkflow.trace import read_trace
+from thinkflow.run.planner import run
+from thinkflow.run.plans import PlanStep, parse_plan
+from thinkflow.config.spec import AgentSpec, LoopSpec, ModelSpec, PlannerSpec, PromptSpec, ToolRef
+from thinkflow.run.trace import read_trace
 
 API_KEY = "sk-test-key-0123456789"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from thinkflow.errors import PromptError
-from thinkflow.prompts import RUNTIME_PROMPT_VARS, render, render_agent_prompt, render_builtin, template_variables
-from thinkflow.spec import PromptSpec
+from thinkflow.prompting.templates import RUNTIME_PROMPT_VARS, render, render_agent_prompt, render_builtin, template_variables
+from thinkflow.config.spec import PromptSpec
 
 
 def test_runtime_variables():

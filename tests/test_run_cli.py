@@ -16,7 +16,7 @@ from scripted_servers import error, hang, text, tool_calls
 
 from thinkflow.cli import main
 from thinkflow.cli.run_cmd import EXIT_BY_STATUS, exit_code
-from thinkflow.run_base import STATUSES
+from thinkflow.run.base import STATUSES
 
 KEY = "sk-cli-test-0123456789"
 BIN = Path(sys.executable).parent

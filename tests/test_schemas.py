@@ -7,8 +7,8 @@ import json
 import pytest
 from jsonschema import Draft202012Validator
 
-from thinkflow.schemas import KINDS, bundled, load_schema, validate
-from thinkflow.yamlread import parse_documents
+from thinkflow.config.schemas import KINDS, bundled, load_schema, validate
+from thinkflow.config.yamlread import parse_documents
 
 # Free-form mappings on purpose: passed through, user-written JSON Schemas, or templates.
 OPEN_OBJECTS = {"extra", "vars", "where", "output_schema", "parameters", "json", "allow", "deny", "env",
@@ -125,7 +125,7 @@ def test_agent_schema_messages(text, expected):
 
 
 def test_static_metaschema_reports_what_the_official_one_does():
-    from thinkflow.schemas import _metaschema_validator
+    from thinkflow.config.schemas import _metaschema_validator
 
     fast = _metaschema_validator()
     official = Draft202012Validator(Draft202012Validator.META_SCHEMA)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from thinkflow.errors import SessionError
-from thinkflow.messages import Message
-from thinkflow.session import Session, Turn, check_name, list_sessions
+from thinkflow.model.messages import Message
+from thinkflow.run.session import Session, Turn, check_name, list_sessions
 
 
 def test_round_trip_and_history(tmp_path):
@@ -58,7 +58,7 @@ def test_safe_names_accepted():
 def test_written_as_utf8_whatever_the_locale(tmp_path):
     code = (
         "import sys; sys.path.insert(0, %r)\n"
-        "from thinkflow.session import Session, Turn\n"
+        "from thinkflow.run.session import Session, Turn\n"
         "Session('a', 's', root=%r).append(Turn(%s, %s))\n"
     ) % (str(Path(__file__).parents[1] / "runner"), str(tmp_path), ascii("naïve — 日本語 ✓"), ascii("Grüße 👋"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "LANG", "PYTHONUTF8", "PYTHONIOENCODING"))}
@@ -92,7 +92,7 @@ def test_corrupt_file_moved_aside(content, tmp_path):
 WRITER = """
 import sys
 sys.path.insert(0, {runner!r})
-from thinkflow.session import Session, Turn
+from thinkflow.run.session import Session, Turn
 who, n = sys.argv[1], int(sys.argv[2])
 s = Session("agent", "shared", root={root!r})
 for i in range(n):

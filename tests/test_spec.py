@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from thinkflow import spec as S
-from thinkflow import specbuild as B
-from thinkflow.schemas import load_schema
+from thinkflow.config import spec as S
+from thinkflow.config import specbuild as B
+from thinkflow.config.schemas import load_schema
 
 # Dataclass fields filled by the loader rather than written in a file.
 DERIVED = {

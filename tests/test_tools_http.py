@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from thinkflow.spec import HttpRequestSpec, ToolRef, ToolSpec
+from thinkflow.config.spec import HttpRequestSpec, ToolRef, ToolSpec
 from thinkflow.tools import Toolbox
 from thinkflow.tools.http import HttpTool, address_problem, build_request, host_allowed
 

@@ -7,7 +7,7 @@ from typing import Literal, Optional
 import pytest
 
 from thinkflow.errors import ToolError
-from thinkflow.spec import ToolSpec
+from thinkflow.config.spec import ToolSpec
 from thinkflow.tools import Toolbox, derive_parameters, tool
 from thinkflow.tools.output import cap_text, format_size
 from thinkflow.tools.python import PythonTool

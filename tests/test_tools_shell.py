@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from thinkflow.spec import ToolSpec
+from thinkflow.config.spec import ToolSpec
 from thinkflow.tools.shell import ShellTool, build_argv, build_env
 
 PARAMS = {"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}
@@ -154,7 +154,7 @@ def test_environment_is_reduced_to_allowlist_plus_declared(monkeypatch, tmp_path
 
 
 def test_shell_script_string_keeps_its_quoting(tmp_path):
-    from thinkflow.specbuild import tool_from_dict
+    from thinkflow.config.specbuild import tool_from_dict
 
     spec = tool_from_dict({"name": "t", "description": "d", "kind": "shell", "shell": True, "parameters": PARAMS,
                            "command": "printf '%s\\n' {value} | awk '{print $2}'"})

@@ -2,7 +2,7 @@
 
 import sys
 
-from thinkflow.spec import AgentSpec, ToolRef, ToolSpec
+from thinkflow.config.spec import AgentSpec, ToolRef, ToolSpec
 from thinkflow.tools import Toolbox, auto_approver, builtin_specs, terminal_approver
 from thinkflow.tools.approval import choose_approver
 from thinkflow.tools.toolbox import build_tool

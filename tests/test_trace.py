@@ -9,11 +9,11 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from thinkflow import events as ev
+from thinkflow.run import events as ev
 from thinkflow.cli import main
 from thinkflow.errors import TraceError
 from thinkflow.redaction import Redactor
-from thinkflow.trace import TraceWriter, find_trace, latest_trace, list_traces, read_trace
+from thinkflow.run.trace import TraceWriter, find_trace, latest_trace, list_traces, read_trace
 
 
 def test_redactor_nested_keys_and_longest_first():

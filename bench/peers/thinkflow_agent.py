@@ -1,5 +1,5 @@
 """ThinkFlow on the task: an agent YAML + a tools.d file generated into ``bench/.work/loop/``, loaded with
-``thinkflow.loader.load_agent``, built with ``thinkflow.agent.build`` and run with ``thinkflow.loop.run``
+``thinkflow.config.loader.load_agent``, built with ``thinkflow.agent.build`` and run with ``thinkflow.run.loop.run``
 (project venv). The tools are ``kind: python`` specs whose entrypoints are the task's functions
 (``task:lookup_price`` ...), parameters derived from their signatures and docstrings as for any user tool.
 """
@@ -68,7 +68,8 @@ def make(url: str, max_steps: int = 50, window: int | None = None, trace: bool =
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
     from thinkflow import agent as tf_agent
-    from thinkflow import loader, loop
+    from thinkflow.config import loader
+    from thinkflow.run import loop
 
     path = write_agent(url, max_steps=max_steps, window=window)
     agent = tf_agent.build(loader.load_agent(path))

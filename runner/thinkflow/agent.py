@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .messages import Message
-from .prompts import check_prompt_vars
-from .spec import AgentSpec, ModelSpec
+from thinkflow.model.messages import Message
+from thinkflow.prompting.templates import check_prompt_vars
+from thinkflow.config.spec import AgentSpec, ModelSpec
 
 SUMMARY_INSTRUCTION = (
     "Summarize the conversation below for the assistant that will continue it. Keep every fact, number, name, "
@@ -67,7 +67,7 @@ def with_prompt_vars(spec: AgentSpec, prompt_vars: dict[str, Any] | None) -> Age
     """``spec`` with ``prompt_vars`` merged over ``prompt.vars`` (the ``--var key=value`` options).
 
     Raises:
-        PromptError: a key the agent's prompt does not use (see :func:`thinkflow.prompts.check_prompt_vars`).
+        PromptError: a key the agent's prompt does not use (see :func:`thinkflow.prompting.templates.check_prompt_vars`).
     """
     if not prompt_vars:
         return spec
@@ -104,7 +104,7 @@ def build(
     client: Any = None,
 ) -> Agent:
     """Build the agent ``spec`` describes. Each of ``spec.agents`` becomes a tool taking a ``task``
-    (:class:`thinkflow.delegation.SubAgentTool`; the sub-agent itself is built on its first call).
+    (:class:`thinkflow.run.delegation.SubAgentTool`; the sub-agent itself is built on its first call).
 
     Args:
         spec: the loaded agent.
@@ -119,20 +119,20 @@ def build(
         ToolError: a tool cannot be built. MemoryStoreError: the long-term store cannot be opened.
         ModelError: the model cannot be set up (e.g. the embedded model's files are missing).
     """
-    from .memory import ShortTermMemory
-    from .tools import Toolbox
+    from thinkflow.memory import ShortTermMemory
+    from thinkflow.tools import Toolbox
 
     spec = with_prompt_vars(spec, prompt_vars)
     notice = None
     resolved = None
     if client is None:
-        from .models import build_client, resolve_model
+        from thinkflow.model.client import build_client, resolve_model
 
         resolved, notice = resolve_model(spec.model, override=model)
         client = build_client(spec.model, override=model, on_progress=on_progress)
     toolbox = Toolbox.from_agent(spec, approver=approver)
     if spec.agents:
-        from .delegation import add_subagents
+        from thinkflow.run.delegation import add_subagents
 
         add_subagents(toolbox, spec, approver=approver, on_progress=on_progress, memory_dir=memory_dir,
                       model=model)
@@ -140,7 +140,7 @@ def build(
     summary_client = client
     st = spec.memory.short_term
     if st.summarize_after is not None and st.summary_model:
-        from .models import build_client
+        from thinkflow.model.client import build_client
 
         summary_client = build_client(dataclasses.replace(spec.model, name=st.summary_model, fallbacks=()))
     short_term = ShortTermMemory(
@@ -152,7 +152,7 @@ def build(
     long_term = None
     lt = spec.memory.long_term
     if lt is not None:
-        from .memory import LongTermMemory, RememberFactTool
+        from thinkflow.memory import LongTermMemory, RememberFactTool
 
         long_term = LongTermMemory.open(lt, base_dir=memory_dir)
         if "user_facts" in lt.remember and "remember_fact" not in toolbox:

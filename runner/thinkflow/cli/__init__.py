@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from .. import __version__
+from thinkflow import __version__
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -19,7 +19,7 @@ def main() -> None:
 
 
 def _register() -> None:
-    from . import memory_cmd, run_cmd, tools_cmd, trace_cmd, validate_cmd
+    from thinkflow.cli import memory_cmd, run_cmd, tools_cmd, trace_cmd, validate_cmd
 
     for module in (validate_cmd, run_cmd, tools_cmd, trace_cmd, memory_cmd):
         for command in module.COMMANDS:
@@ -31,6 +31,6 @@ _register()
 
 def run_main() -> None:
     """Entry point of ``thinkflow-run``: exactly ``thinkflow run``."""
-    from .run_cmd import run
+    from thinkflow.cli.run_cmd import run
 
     run(prog_name="thinkflow-run")

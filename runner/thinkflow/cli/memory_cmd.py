@@ -41,14 +41,14 @@ def _fail(message: str, code: int) -> None:
 
 def open_agent_memory(agent_path: Path | None) -> Any:
     """Load the agent file and open its long-term memory; exits 2 on a config problem, 1 on a store failure."""
-    from ..errors import MemoryStoreError, SpecError, ThinkFlowError
+    from thinkflow.errors import MemoryStoreError, SpecError, ThinkFlowError
 
     if agent_path is None:
         _fail("missing --agent AGENT.yaml (the agent whose long-term memory to use)", EXIT_CONFIG)
     try:
-        from ..loader import load_agent
+        from thinkflow.config.loader import load_agent
     except ImportError:  # pragma: no cover - the loader ships with the package
-        _fail("the agent loader (thinkflow.loader) is not available in this installation", EXIT_CONFIG)
+        _fail("the agent loader (thinkflow.config.loader) is not available in this installation", EXIT_CONFIG)
     try:
         spec = load_agent(agent_path)
     except SpecError as exc:
@@ -65,7 +65,7 @@ def open_agent_memory(agent_path: Path | None) -> Any:
         )
     if long_term.path is not None and not Path(long_term.path).is_absolute():
         long_term = replace(long_term, path=Path(agent_path).resolve().parent / long_term.path)
-    from ..memory.longterm import LongTermMemory
+    from thinkflow.memory.longterm import LongTermMemory
 
     try:
         return LongTermMemory.open(long_term)
@@ -95,7 +95,7 @@ def memory() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def list_cmd(agent_path: Path | None, limit: int | None, as_json: bool) -> None:
     """List memories, newest first."""
-    from ..errors import MemoryStoreError
+    from thinkflow.errors import MemoryStoreError
 
     store = open_agent_memory(agent_path)
     try:
@@ -125,7 +125,7 @@ def list_cmd(agent_path: Path | None, limit: int | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def search_cmd(query: str, agent_path: Path | None, k: int | None, min_score: float | None, where: str | None, as_json: bool) -> None:
     """Recall the memories most similar to QUERY, best first, with their scores."""
-    from ..errors import MemoryStoreError
+    from thinkflow.errors import MemoryStoreError
 
     filt = None
     if where:
@@ -161,7 +161,7 @@ def search_cmd(query: str, agent_path: Path | None, k: int | None, min_score: fl
 @_agent_option
 def forget_cmd(memory_id: str, agent_path: Path | None) -> None:
     """Delete the memory ID."""
-    from ..errors import MemoryStoreError
+    from thinkflow.errors import MemoryStoreError
 
     store = open_agent_memory(agent_path)
     try:
@@ -178,7 +178,7 @@ def forget_cmd(memory_id: str, agent_path: Path | None) -> None:
 @_agent_option
 def export_cmd(file: Path, agent_path: Path | None) -> None:
     """Write every memory to FILE as JSONL ({"id", "content", "metadata"} per line)."""
-    from ..errors import MemoryStoreError
+    from thinkflow.errors import MemoryStoreError
 
     store = open_agent_memory(agent_path)
     try:
@@ -193,7 +193,7 @@ def export_cmd(file: Path, agent_path: Path | None) -> None:
 @_agent_option
 def import_cmd(file: Path, agent_path: Path | None) -> None:
     """Read memories from JSONL FILE ("id" and "metadata" optional) and store them, re-embedded."""
-    from ..errors import MemoryStoreError
+    from thinkflow.errors import MemoryStoreError
 
     store = open_agent_memory(agent_path)
     try:

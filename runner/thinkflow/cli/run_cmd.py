@@ -114,7 +114,7 @@ def run(agent_file: Path, task: tuple[str, ...], model: str | None, yes: bool, s
 
 def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, stream, trace_dir, max_steps,
                  variables) -> None:
-    from ..errors import ModelError, SessionError
+    from thinkflow.errors import ModelError, SessionError
 
     prompt_vars = _parse_vars(variables)
     if model is not None and not model.strip():
@@ -129,7 +129,7 @@ def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, str
         raise click.UsageError("--json needs a TASK (chat is interactive)")
     out = _Output(quiet=quiet, as_json=as_json)
     if session_name is not None:
-        from ..session import check_name
+        from thinkflow.run.session import check_name
 
         try:
             check_name(session_name)
@@ -139,7 +139,7 @@ def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, str
                                  prompt_vars=prompt_vars)
     session = None
     if session_name is not None or chat:
-        from ..session import Session
+        from thinkflow.run.session import Session
 
         if session_name is None:
             import time
@@ -161,10 +161,10 @@ def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, str
 
 
 def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, prompt_vars):
-    from ..errors import MemoryStoreError, ModelError, PromptError, SpecError, ToolError
-    from ..loader import load_agent
-    from ..tools import choose_approver
-    from .render import LiveView
+    from thinkflow.errors import MemoryStoreError, ModelError, PromptError, SpecError, ToolError
+    from thinkflow.config.loader import load_agent
+    from thinkflow.tools import choose_approver
+    from thinkflow.cli.render import LiveView
 
     try:
         spec = load_agent(agent_file)
@@ -174,7 +174,7 @@ def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, promp
                  [str(i) for i in error.issues])
     view = LiveView(out.err, quiet=quiet, stream=bool(stream if stream is not None else spec.loop.stream))
     try:
-        from ..agent import build
+        from thinkflow.agent import build
 
         agent = build(spec, model=model, approver=choose_approver(yes=yes), on_progress=view.progress,
                       prompt_vars=prompt_vars)
@@ -186,11 +186,11 @@ def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, promp
 
 
 def _run_once(agent: Any, task: str, session: Any, view: Any, out: _Output, **options: Any):
-    from ..errors import PromptError, TraceError
+    from thinkflow.errors import PromptError, TraceError
     if agent.spec.planner.enabled:  # plan-then-execute
-        from ..planner import run as run_loop
+        from thinkflow.run.planner import run as run_loop
     else:
-        from ..loop import run as run_loop
+        from thinkflow.run.loop import run as run_loop
     try:
         result = run_loop(agent, task, on_event=view, session=session, **options)
     except PromptError as error:

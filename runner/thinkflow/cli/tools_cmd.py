@@ -32,8 +32,8 @@ def _fail(message: str, code: int = EXIT_USAGE) -> None:
 
 
 def _load_agent(path: str) -> Any:
-    from ..errors import SpecError
-    from ..loader import load_agent
+    from thinkflow.errors import SpecError
+    from thinkflow.config.loader import load_agent
 
     try:
         return load_agent(Path(path))
@@ -47,9 +47,9 @@ def _tools_dir_specs(directory: Path) -> tuple[dict[str, Any], list[str]]:
     the tools of the others). ``({}, [])`` when the directory does not exist."""
     if not directory.is_dir():
         return {}, []
-    from ..errors import SpecError
-    from ..loader import load_tools
-    from ..refs import yaml_files
+    from thinkflow.errors import SpecError
+    from thinkflow.config.loader import load_tools
+    from thinkflow.config.refs import yaml_files
 
     specs: dict[str, Any] = {}
     broken: list[str] = []
@@ -65,8 +65,8 @@ def _tools_dir_specs(directory: Path) -> tuple[dict[str, Any], list[str]]:
 def _standalone_specs(workspace: Path) -> tuple[dict[str, Any], list[str]]:
     """Every tool usable without an agent: ./tools.d, built-ins, @tool registrations, entry points (by name;
     the first found wins); and the errors of the ./tools.d files that were skipped."""
-    from ..tools.builtin import builtin_specs
-    from ..tools.registry import entry_point_names, registered_specs
+    from thinkflow.tools.builtin import builtin_specs
+    from thinkflow.tools.registry import entry_point_names, registered_specs
 
     specs, broken = _tools_dir_specs(Path.cwd() / "tools.d")
     for name, spec in builtin_specs(workspace).items():
@@ -75,16 +75,16 @@ def _standalone_specs(workspace: Path) -> tuple[dict[str, Any], list[str]]:
         specs.setdefault(name, spec)
     for name in entry_point_names():
         if name not in specs:
-            from ..spec import ToolSpec
+            from thinkflow.config.spec import ToolSpec
 
             specs[name] = ToolSpec(name=name, description=f"entry point {name}", kind="python")
     return specs, broken
 
 
 def _toolbox(agent_path: str | None, names: list[str] | None, workspace: Path, approver: Any) -> Any:
-    from ..errors import ToolError
-    from ..tools import Toolbox
-    from ..tools.toolbox import build_tool
+    from thinkflow.errors import ToolError
+    from thinkflow.tools import Toolbox
+    from thinkflow.tools.toolbox import build_tool
 
     try:
         if agent_path:
@@ -159,7 +159,7 @@ def list_tools(agent: str | None, workspace: Path | None, as_json: bool) -> None
     from rich.markup import escape
     from rich.table import Table
 
-    from ..tools.validation import expected_shape
+    from thinkflow.tools.validation import expected_shape
 
     box = _toolbox(agent, None, workspace or Path.cwd(), None)
     rows = []
@@ -197,7 +197,7 @@ def call_tool(name: str, args: tuple[str, ...], json_args: str | None, agent_pat
     """Run tool NAME once with the given arguments and print the observation and the structured result."""
     from rich.markup import escape
 
-    from ..tools.approval import choose_approver
+    from thinkflow.tools.approval import choose_approver
 
     approver = choose_approver(yes=yes)
     box = _toolbox(agent_path, None if agent_path else [name], workspace or Path.cwd(), approver)

@@ -22,9 +22,9 @@ def trace() -> None:
 def _show(path: Path, full: bool, as_json: bool) -> None:
     from rich.console import Console
 
-    from ..errors import TraceError
-    from ..trace import read_trace
-    from .render import render_trace
+    from thinkflow.errors import TraceError
+    from thinkflow.run.trace import read_trace
+    from thinkflow.cli.render import render_trace
 
     try:
         events = read_trace(path)
@@ -49,8 +49,8 @@ def _show(path: Path, full: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSONL events.")
 def show(run_ref: str, trace_dir: Path | None, full: bool, as_json: bool) -> None:
     """Show the trace of RUN (a run id, a unique prefix of one, or a trace file path)."""
-    from ..errors import TraceError
-    from ..trace import find_trace
+    from thinkflow.errors import TraceError
+    from thinkflow.run.trace import find_trace
 
     try:
         path = find_trace(run_ref, trace_dir)
@@ -65,8 +65,8 @@ def show(run_ref: str, trace_dir: Path | None, full: bool, as_json: bool) -> Non
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSONL events.")
 def last(trace_dir: Path | None, full: bool, as_json: bool) -> None:
     """Show the newest trace."""
-    from ..errors import TraceError
-    from ..trace import latest_trace
+    from thinkflow.errors import TraceError
+    from thinkflow.run.trace import latest_trace
 
     try:
         path = latest_trace(trace_dir)
@@ -83,8 +83,8 @@ def list_(trace_dir: Path | None, limit: int) -> None:
     from rich.console import Console
     from rich.table import Column, Table
 
-    from ..errors import TraceError
-    from ..trace import list_traces, read_trace
+    from thinkflow.errors import TraceError
+    from thinkflow.run.trace import list_traces, read_trace
 
     headers = ("run", "agent", "status", "steps", "tokens", "task")
     rows = []

@@ -30,7 +30,7 @@ def validate(paths: tuple[str, ...], fmt: str) -> None:
     Checks the schema, environment variables, tools named by agents, prompt templates and sub-agents. Exit
     status: 0 all valid, 1 some file invalid, 2 usage error.
     """
-    from ..loader import validate_paths
+    from thinkflow.config.loader import validate_paths
 
     if not paths:
         paths = tuple(d for d in DEFAULT_DIRS if Path(d).is_dir())
@@ -74,7 +74,7 @@ def validate(paths: tuple[str, ...], fmt: str) -> None:
 @click.argument("kind", type=click.Choice(["agent", "tool"]), default="agent")
 def schema(kind: str) -> None:
     """Print the JSON Schema of an agent or a tool file, with shared parts inlined under $defs (for editors)."""
-    from ..schemas import bundled
+    from thinkflow.config.schemas import bundled
 
     click.echo(json.dumps(bundled(kind), indent=2))
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .shortterm import SUMMARY_PREFIX, ShortTermMemory, estimate_tokens
+from thinkflow.memory.shortterm import SUMMARY_PREFIX, ShortTermMemory, estimate_tokens
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .longterm import LongTermMemory
-    from .records import MemoryRecord, clean_metadata
-    from .policy import RememberFactTool, format_memories, recall_query, remember_run
+    from thinkflow.memory.longterm import LongTermMemory
+    from thinkflow.memory.records import MemoryRecord, clean_metadata
+    from thinkflow.memory.policy import RememberFactTool, format_memories, recall_query, remember_run
 
 _LAZY = {
     "LongTermMemory": "longterm",

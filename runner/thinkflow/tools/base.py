@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from ..spec import ToolSpec
+from thinkflow.config.spec import ToolSpec
 
 ToolStatus = Literal["ok", "error", "timeout", "denied", "invalid"]
 

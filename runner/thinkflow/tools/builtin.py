@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from ..spec import ToolSpec
-from .base import ToolResult
+from thinkflow.config.spec import ToolSpec
+from thinkflow.tools.base import ToolResult
 
 BUILTIN_NAMES: tuple[str, ...] = (
     "calculator",
@@ -164,7 +164,7 @@ class BuiltinTool:
 
     def __init__(self, spec: ToolSpec, workspace: Path | None = None):
         if spec.name not in BUILTIN_NAMES:
-            from ..errors import ToolError
+            from thinkflow.errors import ToolError
 
             raise ToolError(f"no built-in tool {spec.name!r}; built-ins are: {', '.join(BUILTIN_NAMES)}")
         self.spec = spec
@@ -177,24 +177,24 @@ class BuiltinTool:
     def _function(self) -> Callable[..., Any]:
         root, name, cap = self.root, self.spec.name, self.spec.max_output
         if name == "calculator":
-            from .calculator import calculator
+            from thinkflow.tools.calculator import calculator
 
             return calculator
         if name in ("read_file", "list_dir", "write_file"):
-            from . import files
+            from thinkflow.tools import files
 
             if name == "read_file":
                 return lambda path: files.read_file(root, path, cap)
             return lambda **kw: getattr(files, name)(root, **kw)
-        from . import data
+        from thinkflow.tools import data
 
         return lambda **kw: getattr(data, name)(root, **kw)
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         """Run the built-in once."""
-        from .calculator import CalculatorError
-        from .data import DataToolError
-        from .python import run_with_timeout
+        from thinkflow.tools.calculator import CalculatorError
+        from thinkflow.tools.data import DataToolError
+        from thinkflow.tools.python import run_with_timeout
 
         func = self._function()
 

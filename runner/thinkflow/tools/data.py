@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..atomic import atomic_write_bytes
-from .base import ToolResult
-from .files import WorkspaceError, resolve_in
+from thinkflow.atomic import atomic_write_bytes
+from thinkflow.tools.base import ToolResult
+from thinkflow.tools.files import WorkspaceError, resolve_in
 
 AGGS = ("sum", "mean", "count", "min", "max")
 _FILTER = re.compile(

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import ToolResult
-from .output import CappedBuffer, format_size
+from thinkflow.tools.base import ToolResult
+from thinkflow.tools.output import CappedBuffer, format_size
 
 MAX_LIST_ENTRIES = 500
 

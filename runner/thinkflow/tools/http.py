@@ -23,12 +23,12 @@ import time
 from typing import Any
 from urllib.parse import quote
 
-from ..spec import HttpRequestSpec, ToolSpec
-from .base import ToolResult
-from ..redaction import redact
-from .jsonpath import JsonPathError, select
-from .output import cap_text, decode, format_size, truncation_marker
-from .templating import effective_arguments, render, whole_placeholder
+from thinkflow.config.spec import HttpRequestSpec, ToolSpec
+from thinkflow.tools.base import ToolResult
+from thinkflow.redaction import redact
+from thinkflow.tools.jsonpath import JsonPathError, select
+from thinkflow.tools.output import cap_text, decode, format_size, truncation_marker
+from thinkflow.tools.templating import effective_arguments, render, whole_placeholder
 
 _MISSING = object()
 

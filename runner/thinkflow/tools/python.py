@@ -25,13 +25,13 @@ import typing
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import ToolError
-from ..spec import ToolSpec
-from .base import ToolResult
-from .entrypoints import search_dirs
-from .output import cap_text, decode
-from .registry import load_entry_point, registered
-from .schema import derive_parameters
+from thinkflow.errors import ToolError
+from thinkflow.config.spec import ToolSpec
+from thinkflow.tools.base import ToolResult
+from thinkflow.tools.entrypoints import search_dirs
+from thinkflow.tools.output import cap_text, decode
+from thinkflow.tools.registry import load_entry_point, registered
+from thinkflow.tools.schema import derive_parameters
 
 
 def import_entrypoint(value: str, search: list[Path] | None = None) -> Callable[..., Any]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..errors import ToolError
-from ..spec import ToolSpec
-from .schema import derive_parameters, describe_function
+from thinkflow.errors import ToolError
+from thinkflow.config.spec import ToolSpec
+from thinkflow.tools.schema import derive_parameters, describe_function
 
 ENTRY_POINT_GROUP = "thinkflow.tools"
 

@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..spec import ToolSpec
-from .base import ToolResult
-from .output import CappedBuffer, cap_text
-from .templating import effective_arguments, render, whole_placeholder
+from thinkflow.config.spec import ToolSpec
+from thinkflow.tools.base import ToolResult
+from thinkflow.tools.output import CappedBuffer, cap_text
+from thinkflow.tools.templating import effective_arguments, render, whole_placeholder
 
 ENV_ALLOWLIST: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER")
 """Environment variables passed to shell tools by default (besides ``env_allow`` and declared ``env``)."""

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any, Callable, Iterable
 
-from ..spec import ToolSpec
+from thinkflow.config.spec import ToolSpec
 
 PLACEHOLDER = re.compile(r"(?<![${])\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
 

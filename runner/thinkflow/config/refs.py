@@ -1,0 +1,232 @@
+"""Cross-reference checks that need more than the schema: placeholders, user-written JSON Schemas, prompt
+templates and where tools and sub-agents are found.
+
+Every function returns :class:`thinkflow.errors.ConfigIssue` lists (nothing raises for bad config) and reads the
+document defensively, so it can run even when the schema found problems elsewhere in the file.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from thinkflow.errors import ConfigIssue
+from thinkflow.config.schemas import check_schema, suggest, yaml11_issue
+from thinkflow.config.spec import ToolSpec
+from thinkflow.tools.entrypoints import module_findable, search_dirs
+from thinkflow.tools.templating import placeholders
+from thinkflow.config.yamlread import Marks, PathKey, dotted
+
+FALLBACK_BUILTINS = ("calculator", "read_file", "list_dir", "write_file", "read_csv", "query_data", "plot_chart")
+"""Built-in tool names assumed when ``thinkflow.tools.builtin`` is not importable."""
+
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def _issue(file: str, marks: Marks, path: PathKey, message: str, hint: str = "", key: bool = False) -> ConfigIssue:
+    line, col = marks.at(path, key=key)
+    return ConfigIssue(file, line, col, dotted(path), message, hint)
+
+
+def _template_strings(value: Any, path: PathKey) -> list[tuple[PathKey, str]]:
+    if isinstance(value, str):
+        return [(path, value)]
+    if isinstance(value, dict):
+        return [item for k, v in value.items() for item in _template_strings(v, path + (k,))]
+    if isinstance(value, list):
+        return [item for i, v in enumerate(value) for item in _template_strings(v, path + (i,))]
+    return []
+
+
+def check_json_schema(schema: Any, path: PathKey, file: str, marks: Marks) -> list[ConfigIssue]:
+    """A user-written JSON Schema: valid under the Draft 2020-12 metaschema, and ``enum``/``const``/``default``
+    values of ``type: string`` schemas really strings (catching YAML 1.1's ``no`` and ``1.10``)."""
+    if not isinstance(schema, dict):
+        return []
+    issues = check_schema(schema, file=file, marks=marks, base=path)
+
+    def walk(node: Any, at: PathKey) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "string" or node.get("type") == ["string"]:
+                for key in ("enum", "examples"):
+                    if isinstance(node.get(key), list):
+                        for i, item in enumerate(node[key]):
+                            check(item, at + (key, i))
+                for key in ("const", "default"):
+                    if key in node:
+                        check(node[key], at + (key,))
+            for key, value in node.items():
+                walk(value, at + (key,))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, at + (i,))
+
+    def check(value: Any, at: PathKey) -> None:
+        if isinstance(value, str):
+            return
+        special = yaml11_issue(file, marks, at, value)
+        issues.append(special or _issue(file, marks, at, "expected a string (the schema says type: string)"))
+
+    walk(schema, path)
+    return issues
+
+
+def check_tool(data: dict[str, Any], file: str, marks: Marks, base: PathKey = ()) -> list[ConfigIssue]:
+    """Tool checks beyond the schema: ``parameters`` is a valid JSON Schema; every ``{placeholder}`` in a shell
+    command or an http request template is a declared parameter; every required parameter is used."""
+    issues: list[ConfigIssue] = []
+    parameters = data.get("parameters")
+    issues += check_json_schema(parameters, base + ("parameters",), file, marks)
+    kind = data.get("kind")
+    if kind == "shell":
+        command = data.get("command")
+        if isinstance(command, str):
+            import shlex
+
+            try:
+                shlex.split(command)
+            except ValueError as exc:
+                issues.append(_issue(file, marks, base + ("command",), f"cannot split the command: {exc}",
+                                     "balance the quotes or write the command as a list"))
+        templates = _template_strings(command, base + ("command",))
+        used_in = "command"
+    elif kind == "http":
+        templates = _template_strings(data.get("request"), base + ("request",))
+        templates = [(p, t) for p, t in templates if len(p) > len(base) + 1 and p[len(base) + 1] != "method"]
+        used_in = "request"
+    else:
+        return issues
+    if not isinstance(parameters, dict):
+        return issues
+    properties = parameters.get("properties") if isinstance(parameters.get("properties"), dict) else {}
+    used: set[str] = set()
+    for path, text in templates:
+        for name in placeholders(text):
+            used.add(name)
+            if name not in properties:
+                hint = suggest(name, properties) or "declare it under parameters.properties"
+                issues.append(_issue(file, marks, path, f"placeholder '{{{name}}}' is not a declared parameter", hint))
+    required = parameters.get("required")
+    if isinstance(required, list):
+        for i, name in enumerate(required):
+            if isinstance(name, str) and name not in used:
+                issues.append(_issue(file, marks, base + ("parameters", "required", i),
+                                     f"required parameter '{name}' is not used in the {used_in}",
+                                     f"add '{{{name}}}' to the {used_in} or drop it from required"))
+    return issues
+
+
+def entrypoint_issues(docs: list[Any], file: Path) -> list[ConfigIssue]:
+    """For each python tool document in ``docs`` (of ``file``): an issue when the module of its ``entrypoint``
+    cannot be found where the tool would import it (:mod:`thinkflow.tools.entrypoints`). The function inside the
+    module is not checked: that would run the module's code."""
+    issues = []
+    for doc in docs:
+        data = doc.data if isinstance(doc.data, dict) else {}
+        entrypoint = data.get("entrypoint")
+        if data.get("kind") != "python" or not isinstance(entrypoint, str) or ":" not in entrypoint:
+            continue
+        module = entrypoint.split(":", 1)[0]
+        if module and not module_findable(module, search_dirs(file)):
+            line, column = doc.marks.at(("entrypoint",), key=False)
+            issues.append(ConfigIssue(str(file), line, column, "entrypoint", f"python module '{module}' not found",
+                                      "install it in this environment, or put it on sys.path, in the current "
+                                      "directory or next to the tools.d folder"))
+    return issues
+
+
+def defined_twice(docs: list[Any], file: Path, names: list[str], defined: dict[str, str]) -> list[ConfigIssue]:
+    """An issue for each tool in ``names`` (the tools of ``file``, parsed as ``docs``) whose name another tools file
+    already defined. ``defined`` maps each name seen so far to ``"file:line"`` and is updated: agents would
+    silently take whichever definition they find first."""
+    issues = []
+    for name in names:
+        doc = next((d for d in docs if isinstance(d.data, dict) and d.data.get("name") == name), None)
+        line, column = doc.marks.at(("name",), key=False) if doc is not None else (1, 1)
+        first = defined.setdefault(name, f"{file}:{line}")
+        if not first.startswith(f"{file}:"):
+            issues.append(ConfigIssue(str(file), line, column, "name", f"tool '{name}' is also defined in {first}",
+                                      "rename one of them: an agent takes the first one it finds"))
+    return issues
+
+
+# --- where things are found ---------------------------------------------------------------------------------------
+
+
+def norm(path: Path) -> Path:
+    """``path`` with ``..`` and ``.`` folded (no symlink resolution), so messages show short paths."""
+    return Path(os.path.normpath(path))
+
+
+def yaml_files(path: Path) -> list[Path]:
+    """``path`` itself if it is a file, else the YAML files under it (recursively, sorted, hidden dirs skipped)."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        return []
+    found = []
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found += [Path(root) / f for f in sorted(files) if f.endswith(YAML_SUFFIXES) and not f.startswith(".")]
+    return found
+
+
+def tool_search_paths(data: dict[str, Any], base_dir: Path) -> list[Path]:
+    """Where an agent's tools are looked for, in order: its ``tool_paths``, ``<dir>/tools.d``, ``<dir>/../tools.d``."""
+    paths = [norm(base_dir / p) for p in data.get("tool_paths") or [] if isinstance(p, str)]
+    paths += [norm(base_dir / "tools.d"), norm(base_dir.parent / "tools.d")]
+    return list(dict.fromkeys(paths))
+
+
+def builtin_tools(workspace: Path) -> dict[str, ToolSpec]:
+    """The built-in tools by name (``thinkflow.tools.builtin.builtin_specs``), or placeholders for the known
+    built-in names when that module is not available."""
+    try:
+        from thinkflow.tools.builtin import builtin_specs
+    except ImportError:
+        return {n: ToolSpec(name=n, description="built-in tool", kind="builtin") for n in FALLBACK_BUILTINS}
+    return dict(builtin_specs(workspace))
+
+
+@cache
+def entry_point_tools() -> dict[str, ToolSpec]:
+    """Tools registered by installed packages under the entry point group ``thinkflow.tools`` (not imported)."""
+    from importlib.metadata import entry_points
+
+    return {
+        ep.name: ToolSpec(name=ep.name, description=f"entry point {ep.value}", kind="python",
+                          entrypoint=ep.value, parameters=None)
+        for ep in entry_points(group="thinkflow.tools")
+    }
+
+
+def find_prompt(system: str, base_dir: Path) -> tuple[Path | None, list[Path]]:
+    """Find a prompt template: relative to the agent file's folder, its parent, the current directory, then
+    ``./prompts``. Returns ``(path or None, places looked)``."""
+    given = Path(system).expanduser()
+    if given.is_absolute():
+        return (given if given.is_file() else None), [given]
+    cwd = Path.cwd()
+    tried = [norm(base_dir / given), norm(base_dir.parent / given), norm(cwd / given), norm(cwd / "prompts" / given)]
+    tried = list(dict.fromkeys(tried))
+    return next((p for p in tried if p.is_file()), None), tried
+
+
+def find_subagent(ref: str, base_dir: Path) -> tuple[Path | None, list[str]]:
+    """Find a sub-agent file. A ref with a ``/`` or a YAML suffix is a path relative to the agent's folder; a bare
+    name is looked up as ``<name>.yaml``/``.yml`` in the agent's folder, its ``agents.d`` and ``../agents.d``.
+    Returns ``(path or None, names known in those folders)`` for suggestions."""
+    if "/" in ref or ref.endswith(YAML_SUFFIXES):
+        path = norm(base_dir / Path(ref).expanduser())
+        return (path if path.is_file() else None), []
+    known: list[str] = []
+    for folder in dict.fromkeys([norm(base_dir), norm(base_dir / "agents.d"), norm(base_dir.parent / "agents.d")]):
+        for suffix in YAML_SUFFIXES:
+            candidate = folder / f"{ref}{suffix}"
+            if candidate.is_file():
+                return candidate, []
+        if folder.is_dir():
+            known += [p.stem for p in folder.iterdir() if p.suffix in YAML_SUFFIXES]
+    return None, known

@@ -1,0 +1,389 @@
+"""Model clients: every model call goes through LiteLLM (imported only by :mod:`thinkflow.model.providers`).
+
+* :func:`resolve_model` picks the effective model: ``--model`` override, the spec's model, a default for the first
+  provider key found in the environment, or the embedded local model.
+* :func:`build_client` returns a :class:`LiteLLMClient` for any LiteLLM model string (``openai/gpt-4o-mini``,
+  ``ollama_chat/qwen2.5:7b``, ...) or for ``local/...`` (the embedded llama.cpp server from
+  :mod:`thinkflow.model.local`, started on first use and reached as ``openai/<alias>`` with ``api_base``).
+* :meth:`LiteLLMClient.complete` sends one chat completion and returns a normalised
+  :class:`~thinkflow.model.messages.ModelReply`; provider failures become the typed errors of :mod:`thinkflow.errors`,
+  each with the fix in ``hint``.
+
+Call policy (provider docs + LiteLLM 1.x source):
+* ``timeout`` (seconds) is always passed explicitly; LiteLLM's own default is 600 s. A timeout is not retried.
+* Retries are done here, not by LiteLLM: LiteLLM's ``num_retries`` re-calls immediately with a constant strategy
+  (tenacity, no wait), ignores ``Retry-After`` and also retries 401/404. So every call goes out with
+  ``num_retries=0, max_retries=0`` and this module retries 429, 5xx and connection errors up to
+  ``spec.num_retries`` times, waiting ``Retry-After`` (seconds or HTTP date; ``retry-after-ms``) when the
+  provider sends it, capped at 60 s, and exponential backoff (0.5 s, 1 s, 2 s ... max 8 s) otherwise.
+* ``fallbacks`` are tried in order after the main model fails (after its retries). ``api_base`` and ``api_key`` of
+  the spec apply to the main model only; fallbacks use their provider's environment variables.
+* Ollama (``ollama/...``, ``ollama_chat/...``): when ``extra`` has no ``num_ctx`` the client sends
+  ``num_ctx = 8192`` because Ollama's default context (2048-4096 tokens depending on version) silently truncates
+  long prompts (agent histories with tool results pass that quickly).
+* Embedded model (``local/...``): ``extra.n_ctx`` (default 8192) and ``extra.n_threads`` (default CPU cores) size
+  the in-process llama.cpp server and are not sent with requests; its cost is recorded as 0.0.
+* ``response_format``: a JSON-schema format is sent when LiteLLM says the model supports response schemas (always
+  for the embedded model: llama.cpp constrains output with a grammar), downgraded to ``{"type": "json_object"}``
+  when only JSON mode is supported, dropped otherwise.
+* ``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set before LiteLLM is imported, so importing it makes no network call.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from thinkflow.errors import AuthenticationError, ModelError, ModelTimeoutError
+from thinkflow.model.messages import Message, ModelReply, Usage
+from thinkflow.model.error_map import bare_message, is_provider_error, map_error, retry_delay, retryable
+from thinkflow.model.replies import delta_text, message_dict, normalise_reply
+from thinkflow.model.providers import (
+    OLLAMA_PROVIDERS,
+    PROVIDER_KEYS,
+    Capabilities,
+    capabilities_of,
+    key_env_var,
+    load_litellm,
+    model_prefix,
+    provider_of,
+)
+from thinkflow.config.spec import DEFAULT_LOCAL_MODEL, ModelSpec
+
+Progress = Callable[[str], None]
+
+#: when no model is named: the first key found (in this order) picks the default model
+DEFAULT_MODELS: tuple[tuple[str, str], ...] = (
+    ("OPENAI_API_KEY", "openai/gpt-4o-mini"),
+    ("ANTHROPIC_API_KEY", "anthropic/claude-haiku-4-5"),
+    ("GEMINI_API_KEY", "gemini/gemini-2.5-flash"),
+    ("GOOGLE_API_KEY", "gemini/gemini-2.5-flash"),
+    ("GROQ_API_KEY", "groq/openai/gpt-oss-20b"),
+    ("MISTRAL_API_KEY", "mistral/mistral-small-latest"),
+    ("DEEPSEEK_API_KEY", "deepseek/deepseek-chat"),
+    ("OPENROUTER_API_KEY", "openrouter/openai/gpt-4o-mini"),
+)
+OLLAMA_DEFAULT_NUM_CTX = 8192
+LOCAL_API_KEY = "thinkflow-local"  # the in-process llama.cpp server checks no key; the OpenAI client needs one
+LOCAL_EXTRA_KEYS = ("n_ctx", "n_threads")  # consumed by the embedded server, not sent with requests
+
+
+class ModelClient(Protocol):
+    """What the loop needs from a model. ``model`` is the effective model string (for example the fallback that
+    answered is reported in :attr:`ModelReply.model`, not here)."""
+
+    model: str
+
+    def capabilities(self) -> Capabilities: ...
+
+    def complete(self, messages: Sequence[Message], *, tools: list[dict] | None = None,
+                 response_format: dict | None = None, stop: Sequence[str] = (),
+                 on_text: Callable[[str], None] | None = None, deadline: float | None = None) -> ModelReply: ...
+
+    def count_tokens(self, messages: Sequence[Message]) -> int: ...
+
+
+# --- model resolution ------------------------------------------------------------------------------------------------
+
+def resolve_model(spec: ModelSpec, *, override: str | None = None,
+                  environ: Mapping[str, str] | None = None) -> tuple[ModelSpec, str | None]:
+    """Return the effective model spec and a one-line notice (or None).
+
+    * ``override`` (``--model``) replaces ``spec.name`` for this run; when its provider differs from the spec's
+      model, the spec's ``api_base`` and ``api_key`` (meant for the other provider) are dropped.
+    * ``spec.name`` set: used as is.
+    * ``spec.name`` None: the default model of the first provider key set in ``environ`` (see
+      :data:`DEFAULT_MODELS`), else the embedded model ``local/qwen2.5-coder-1.5b``. The notice says which.
+    No network, no LiteLLM import.
+    """
+    env = os.environ if environ is None else environ
+    if override:
+        if spec.name and model_prefix(override) != model_prefix(spec.name):
+            return replace(spec, name=override, api_base=None, api_key=None), None
+        return replace(spec, name=override), None
+    if spec.name:
+        return spec, None
+    for var, default in DEFAULT_MODELS:
+        if env.get(var, "").strip():
+            return replace(spec, name=default), f"No model configured: using {default} ({var} is set)."
+    return (replace(spec, name=DEFAULT_LOCAL_MODEL),
+            f"No model configured and no provider key found: using the embedded local model {DEFAULT_LOCAL_MODEL}.")
+
+
+def build_client(spec: ModelSpec, *, override: str | None = None,
+                 on_progress: Progress | None = None) -> "LiteLLMClient":
+    """Build the client for ``spec`` (after :func:`resolve_model` with ``override``).
+
+    Nothing is started or contacted here; the embedded model is assembled and loaded on the first
+    :meth:`~LiteLLMClient.complete`, reporting through ``on_progress``.
+    """
+    effective, _ = resolve_model(spec, override=override)
+    return LiteLLMClient(effective, on_progress=on_progress)
+
+
+# --- the client ----------------------------------------------------------------------------------------------------
+
+@dataclass
+class _Route:
+    """One model to try: ``name`` as configured, ``model``/``api_base``/``api_key`` as sent to LiteLLM."""
+
+    name: str
+    model: str
+    api_base: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    extra: dict[str, Any] = field(default_factory=dict)
+    local: bool = False
+    ready: bool = True
+
+
+class LiteLLMClient:
+    """A :class:`ModelClient` over ``litellm.completion``.
+
+    Attributes:
+        model: the effective model string.
+        spec: the model spec (with the effective name).
+        usage_total: usage and cost summed over every call of this client.
+        sleep: function used to wait between retries (seconds); tests replace it.
+    """
+
+    def __init__(self, spec: ModelSpec, *, on_progress: Progress | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
+        if not spec.name:
+            spec, _ = resolve_model(spec)
+        self.spec = spec
+        self.model: str = spec.name or DEFAULT_LOCAL_MODEL
+        self.on_progress = on_progress
+        self.sleep = sleep
+        self.usage_total = Usage()
+        self._caps: Capabilities | None = None
+        self._routes = [self._route(self.model, primary=True)] + [self._route(m, primary=False) for m in spec.fallbacks]
+
+    # routes ---------------------------------------------------------------------------------------------------------
+    def _route(self, name: str, *, primary: bool) -> _Route:
+        extra = dict(self.spec.extra) if primary else {}
+        if name.startswith("local/"):
+            return _Route(name=name, model="", extra=extra, local=True, ready=False)
+        api_base = self.spec.api_base if primary else None
+        api_key = self.spec.api_key if primary else None
+        if model_prefix(name) in OLLAMA_PROVIDERS:
+            extra.setdefault("num_ctx", OLLAMA_DEFAULT_NUM_CTX)
+        return _Route(name=name, model=name, api_base=api_base, api_key=api_key, extra=extra)
+
+    def _ready(self, route: _Route) -> _Route:
+        """Start the embedded server for a ``local/`` route on first use."""
+        if route.ready:
+            return route
+        from thinkflow.model import local as local_model
+
+        n_ctx = route.extra.get("n_ctx")
+        threads = route.extra.get("n_threads")
+        server = local_model.get_server(route.name, on_progress=self.on_progress, n_ctx=n_ctx, threads=threads)
+        route.model = f"openai/{server.alias}"
+        route.api_base = f"{server.base_url}/v1"
+        route.api_key = LOCAL_API_KEY
+        route.extra = {k: v for k, v in route.extra.items() if k not in LOCAL_EXTRA_KEYS}
+        route.ready = True
+        return route
+
+    # capabilities -----------------------------------------------------------------------------------------------------
+    def capabilities(self) -> Capabilities:
+        """What LiteLLM knows the main model supports (cached). The embedded model reports JSON schema (llama.cpp
+        grammar-constrained output) and JSON mode but no native function calling (its tool calls come back as JSON
+        text). Unknown models report False for what LiteLLM does not list."""
+        if self._caps is None:
+            self._caps = capabilities_of(self.model)
+        return self._caps
+
+    # token counting ---------------------------------------------------------------------------------------------------
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        """Tokens of ``messages`` by ``litellm.token_counter`` for the model (its tokenizer when LiteLLM has it,
+        else tiktoken cl100k); a rough ``chars / 4 + 4 per message`` estimate if that fails."""
+        dicts = [message_dict(m) for m in messages]
+        model = self._routes[0].model or "gpt-3.5-turbo"
+        try:
+            return int(load_litellm().token_counter(model=model, messages=dicts))
+        except Exception:
+            return sum(len(str(d.get("content") or "")) // 4 + 4 for d in dicts)
+
+    # completion -------------------------------------------------------------------------------------------------------
+    def complete(self, messages: Sequence[Message], *, tools: list[dict] | None = None,
+                 response_format: dict | None = None, stop: Sequence[str] = (),
+                 on_text: Callable[[str], None] | None = None, deadline: float | None = None) -> ModelReply:
+        """Send one chat completion; return the normalised reply.
+
+        Args:
+            messages: the conversation (:class:`Message` or OpenAI message dicts).
+            tools: OpenAI tool definitions (``{"type": "function", "function": {...}}``), sent as given; the caller
+                decides native tool calling (see :meth:`capabilities`).
+            response_format: ``{"type": "json_schema", "json_schema": {"name", "schema"}}``,
+                ``{"type": "json_object"}``, or a bare JSON Schema (wrapped as json_schema); adapted to what the
+                model supports (see module doc).
+            stop: stop sequences added to ``spec.stop``.
+            on_text: when given, the reply is streamed and ``on_text(chunk)`` is called as text arrives.
+            deadline: a :func:`time.monotonic` instant no request, retry wait or fallback may pass (the run's
+                timeout): each request's timeout is cut to the time left, and once it has passed the call raises
+                ModelTimeoutError. None: only ``spec.timeout`` per request.
+        Returns a :class:`ModelReply` whose ``model`` is the model that answered (main or fallback).
+        Raises AuthenticationError, ModelNotFoundError, ProviderUnavailableError, RateLimitError, ModelTimeoutError,
+        ContextWindowError, LocalModelError or ModelError (the main model's error when every fallback failed too).
+        """
+        msgs = [message_dict(m) for m in messages]
+        failures: list[tuple[str, ModelError]] = []
+        streamed = [False]
+        for route in self._routes:
+            try:
+                reply = self._with_retries(route, msgs, tools, response_format, stop, on_text, streamed, deadline)
+            except ModelError as exc:
+                failures.append((route.name, exc))
+                if streamed[0]:  # text already shown: trying another model would show a second answer
+                    break
+                continue
+            self.usage_total.add(reply.usage)
+            return reply
+        first_name, first = failures[0]
+        if len(failures) == 1:
+            raise first
+        others = "; ".join(f"{name}: {bare_message(exc)}" for name, exc in failures[1:])
+        raise type(first)(f"{bare_message(first)}; fallbacks failed too: {others}",
+                          model=first.model, hint=first.hint) from first
+
+    def _with_retries(self, route: _Route, msgs: list[dict], tools: list[dict] | None,
+                      response_format: dict | None, stop: Sequence[str], on_text: Callable[[str], None] | None,
+                      streamed: list[bool], deadline: float | None) -> ModelReply:
+        attempt = 0
+        while True:
+            route = self._ready(route)
+            timeout = self._time_left(route, deadline)
+            try:
+                return self._call(route, msgs, tools, response_format, stop, on_text, streamed, timeout)
+            except ModelError:
+                raise
+            except Exception as exc:
+                if not is_provider_error(exc):
+                    raise
+                delay = retry_delay(exc, attempt)
+                past_deadline = deadline is not None and time.monotonic() + delay >= deadline
+                if streamed[0] or attempt >= self.spec.num_retries or not retryable(exc) or past_deadline:
+                    raise self._map_error(exc, route, attempt) from None
+                self.sleep(delay)
+                attempt += 1
+
+    def _time_left(self, route: _Route, deadline: float | None) -> float:
+        """The timeout of the next request: ``spec.timeout`` cut to the time left before ``deadline``."""
+        timeout = float(self.spec.timeout)
+        if deadline is None:
+            return timeout
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ModelTimeoutError(f"{route.name}: the run's time is up", model=route.name,
+                                    hint="raise loop.timeout (seconds) in the agent spec")
+        return min(timeout, left)
+
+    def _kwargs(self, route: _Route, msgs: list[dict], tools: list[dict] | None, response_format: dict | None,
+                stop: Sequence[str], timeout: float) -> dict[str, Any]:
+        spec = self.spec
+        kwargs: dict[str, Any] = {
+            "model": route.model,
+            "messages": msgs,
+            "timeout": timeout,
+            "num_retries": 0,
+            "max_retries": 0,
+            "drop_params": True,
+        }
+        if route.api_base:
+            kwargs["api_base"] = route.api_base
+        api_key = route.api_key
+        if not api_key and route.api_base and model_prefix(route.model) == "openai":
+            var = PROVIDER_KEYS["openai"]
+            api_key = os.environ.get(var) or "no-key"  # OpenAI-compatible local servers need a key-shaped value
+        if api_key:
+            kwargs["api_key"] = api_key
+        if spec.temperature is not None:
+            kwargs["temperature"] = spec.temperature
+        if spec.max_tokens is not None:
+            kwargs["max_tokens"] = spec.max_tokens
+        stops = list(dict.fromkeys([*spec.stop, *stop]))
+        if stops:
+            kwargs["stop"] = stops
+        if tools:
+            kwargs["tools"] = tools
+        fmt = self._response_format(response_format)
+        if fmt is not None:
+            kwargs["response_format"] = fmt
+        kwargs.update(route.extra)
+        return kwargs
+
+    def _response_format(self, response_format: dict | None) -> dict | None:
+        if not response_format:
+            return None
+        fmt = dict(response_format)
+        if fmt.get("type") not in ("json_schema", "json_object", "text"):
+            fmt = {"type": "json_schema", "json_schema": {"name": "response", "schema": fmt}}
+        caps = self.capabilities()
+        if fmt["type"] == "json_schema" and not caps.json_schema:
+            return {"type": "json_object"} if caps.json_mode else None
+        if fmt["type"] == "json_object" and not caps.json_mode:
+            return None
+        return fmt
+
+    def _call(self, route: _Route, msgs: list[dict], tools: list[dict] | None, response_format: dict | None,
+              stop: Sequence[str], on_text: Callable[[str], None] | None, streamed: list[bool],
+              timeout: float) -> ModelReply:
+        litellm = load_litellm()
+        self._check_key(route)
+        kwargs = self._kwargs(route, msgs, tools, response_format, stop, timeout)
+        t0 = time.perf_counter()
+        if on_text is None:
+            response = litellm.completion(**kwargs)
+        else:
+            kwargs["stream"] = True
+            kwargs["stream_options"] = {"include_usage": True}
+            chunks = []
+            deadline = t0 + timeout
+            stream = litellm.completion(**kwargs)
+            try:
+                for chunk in stream:
+                    chunks.append(chunk)
+                    piece = delta_text(chunk)
+                    if piece:
+                        streamed[0] = True
+                        on_text(piece)
+                    if time.perf_counter() > deadline:
+                        raise ModelTimeoutError(
+                            f"{route.name} timed out after {timeout:g} s (streaming)", model=route.name,
+                            hint="raise model.timeout (seconds) in the agent spec")
+            finally:
+                close = getattr(stream, "close", None) or getattr(getattr(stream, "completion_stream", None),
+                                                                   "close", None)
+                if callable(close):
+                    try:
+                        close()
+                    except Exception:
+                        pass
+            response = litellm.stream_chunk_builder(chunks, messages=msgs) if chunks else None
+        latency = time.perf_counter() - t0
+        return normalise_reply(response, model=route.name, local=route.local, latency=latency)
+
+    def _check_key(self, route: _Route) -> None:
+        """Fail before any request when the provider needs a key and none is set (LiteLLM would report it as a
+        500 for some providers)."""
+        if route.local or route.api_key or route.api_base:
+            return
+        var = key_env_var(route.model)
+        if var and not os.environ.get(var, "").strip():
+            provider = provider_of(route.model)
+            raise AuthenticationError(f"no API key for {provider} (model {route.name})", model=route.name,
+                                      hint=f"set {var} in the environment, or model.api_key: ${{{var}}}")
+
+    # errors -----------------------------------------------------------------------------------------------------------
+    def _map_error(self, exc: Exception, route: _Route, retries: int) -> ModelError:
+        return map_error(exc, model=route.name, provider=provider_of(route.model) if route.model else "local",
+                         api_base=route.api_base, timeout=float(self.spec.timeout), retries=retries,
+                         secrets=self._secrets(route))
+
+    def _secrets(self, route: _Route) -> list[str]:
+        values = [route.api_key or "", self.spec.api_key or ""]
+        values += [os.environ.get(v, "") for v in set(PROVIDER_KEYS.values())]
+        return [v for v in values if len(v) >= 6 and v != LOCAL_API_KEY]

@@ -1,0 +1,197 @@
+"""Provider failures as typed errors, and when and how long to wait before retrying a call.
+
+:func:`map_error` turns a LiteLLM/OpenAI/httpx exception into the :class:`~thinkflow.errors.ModelError` subclass
+that names the fix; :func:`retryable` says whether a retry can help (429, 5xx, connection errors -- never a timeout,
+a context-window overflow, an auth or a bad-request error); :func:`retry_delay` waits ``Retry-After`` (capped at
+60 s) when the provider sends it, else exponential backoff with jitter.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import random
+import re
+import time
+from typing import Mapping, Sequence
+
+from thinkflow.errors import (
+    AuthenticationError,
+    ContextWindowError,
+    ModelError,
+    ModelNotFoundError,
+    ModelTimeoutError,
+    ProviderUnavailableError,
+    RateLimitError,
+)
+from thinkflow.model.providers import OLLAMA_PROVIDERS, key_env_var
+from thinkflow.redaction import redact
+
+OLLAMA_DEFAULT_BASE = "http://localhost:11434"
+MAX_RETRY_AFTER = 60.0
+
+
+def bare_message(exc: ModelError) -> str:
+    """The error's message without the " (hint)" that ModelError appends."""
+    text = str(exc)
+    suffix = f" ({exc.hint})" if exc.hint else ""
+    return text[: -len(suffix)] if suffix and text.endswith(suffix) else text
+
+
+def is_provider_error(exc: Exception) -> bool:
+    """True for an exception raised by the provider stack (LiteLLM, OpenAI SDK, httpx) or the network."""
+    mod = type(exc).__module__ or ""
+    return mod.startswith(("litellm", "openai", "httpx", "httpcore")) or isinstance(exc, (ConnectionError, TimeoutError))
+
+
+def _is_timeout(exc: Exception) -> bool:
+    name = type(exc).__name__
+    return name in ("Timeout", "APITimeoutError", "ReadTimeout", "ConnectTimeout", "TimeoutException") or \
+        isinstance(exc, TimeoutError)
+
+
+def _is_connection(exc: Exception) -> bool:
+    if _is_timeout(exc):
+        return False
+    if type(exc).__name__ in ("APIConnectionError", "ConnectError", "ConnectionError") or isinstance(exc, ConnectionError):
+        return True
+    text = str(exc)
+    return "Connection error" in text or "Connection refused" in text or "ConnectError" in text
+
+
+def _status(exc: Exception) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def retryable(exc: Exception) -> bool:
+    """True when retrying can help: rate limits, 5xx and connection errors (not timeouts, context overflow,
+    auth, not-found or bad requests)."""
+    if _is_timeout(exc) or _is_context_window(exc):
+        return False
+    name = type(exc).__name__
+    if name in ("AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
+                "UnprocessableEntityError", "ContentPolicyViolationError", "UnsupportedParamsError"):
+        return False
+    if name == "RateLimitError" or _is_connection(exc):
+        return True
+    status = _status(exc)
+    return status is not None and (status == 429 or status >= 500)
+
+
+def _is_context_window(exc: Exception) -> bool:
+    return type(exc).__name__ == "ContextWindowExceededError"
+
+
+def _headers(exc: Exception) -> Mapping[str, str]:
+    for source in (getattr(exc, "litellm_response_headers", None),
+                   getattr(getattr(exc, "response", None), "headers", None)):
+        if source:
+            try:
+                return {str(k).lower(): str(v) for k, v in dict(source).items()}
+            except Exception:
+                continue
+    return {}
+
+
+def retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or HTTP date), or None. Keys lower-case."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def retry_delay(exc: Exception, attempt: int) -> float:
+    """Seconds to wait before retry ``attempt`` (0-based): the provider's Retry-After capped at
+    :data:`MAX_RETRY_AFTER`, else 0.5 s * 2**attempt (max 8 s) with up to 25 % jitter."""
+    after = retry_after(_headers(exc))
+    if after is not None:
+        return min(after, MAX_RETRY_AFTER)
+    return min(8.0, 0.5 * 2 ** attempt) * random.uniform(1.0, 1.25)
+
+
+_PREFIX = re.compile(r"^\s*(?:litellm\.)?[A-Za-z_]*(?:Error|Exception)(?::| -)\s*")
+
+
+def _clean(message: str, secrets_: Sequence[str]) -> str:
+    text = str(message)
+    for _ in range(5):
+        new = _PREFIX.sub("", text, count=1)
+        if new == text:
+            break
+        text = new
+    text = text.split("\nReceived Model Group", 1)[0].strip()
+    text = redact(text, secrets_)
+    return text[:500]
+
+
+def map_error(exc: Exception, *, model: str, provider: str, api_base: str | None, timeout: float, retries: int,
+              secrets: Sequence[str] = ()) -> ModelError:
+    """Turn a LiteLLM/OpenAI/httpx exception into a typed :class:`ModelError` with the fix in ``hint``.
+
+    ``secrets`` are replaced by ``***`` in the message. ``retries`` is how many retries were made before giving up.
+    """
+    detail = _clean(str(exc), secrets)
+    name = type(exc).__name__
+    status = _status(exc)
+    tried = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
+    if _is_context_window(exc):
+        hint = "shorten the history (memory.short_term.window or max_tokens) or use a model with a larger context"
+        if provider in OLLAMA_PROVIDERS:
+            hint += "; for Ollama raise model.extra.num_ctx"
+        return ContextWindowError(f"the prompt is longer than {model}'s context window: {detail}", model=model,
+                                  hint=hint)
+    if _is_timeout(exc):
+        return ModelTimeoutError(f"{model} timed out after {timeout:g} s", model=model,
+                                 hint="raise model.timeout (seconds) in the agent spec, or use a faster model")
+    if name in ("AuthenticationError", "PermissionDeniedError") or status in (401, 403) or \
+            "Missing credentials" in detail or "api_key must be set" in detail:
+        var = key_env_var(model) if provider != "local" else None
+        hint = f"set {var} in the environment, or model.api_key: ${{{var}}}" if var else \
+            "check model.api_key and the provider's credentials"
+        return AuthenticationError(f"{provider or model} refused the credentials for {model}: {detail}",
+                                   model=model, hint=hint)
+    if "LLM Provider NOT provided" in detail:
+        return ModelNotFoundError(
+            f"unknown provider in model {model!r}", model=model,
+            hint="prefix the model with a LiteLLM provider, e.g. openai/gpt-4o-mini, ollama_chat/llama3.1, "
+                 "anthropic/claude-haiku-4-5, or use local/qwen2.5-coder-1.5b")
+    if name == "NotFoundError" or status == 404:
+        if provider in OLLAMA_PROVIDERS:
+            hint = f"pull it with `ollama pull {model.split('/', 1)[1]}`"
+        else:
+            hint = "check the model name (LiteLLM model strings: https://docs.litellm.ai/docs/providers)"
+        return ModelNotFoundError(f"{provider or 'the provider'} does not know the model {model!r}: {detail}",
+                                  model=model, hint=hint)
+    if _is_connection(exc):
+        if provider in OLLAMA_PROVIDERS:
+            address = api_base or os.environ.get("OLLAMA_API_BASE") or OLLAMA_DEFAULT_BASE
+            return ProviderUnavailableError(f"Ollama is not running at {address}{tried}", model=model,
+                                            hint="start it with `ollama serve` or set model.api_base")
+        where = f" at {api_base}" if api_base else ""
+        return ProviderUnavailableError(f"could not reach {provider or 'the provider'}{where} for {model}{tried}: "
+                                        f"{detail}", model=model,
+                                        hint="check the network and model.api_base, or add model.fallbacks")
+    if name == "RateLimitError" or status == 429:
+        return RateLimitError(f"{provider or model} kept rate-limiting {model}{tried}: {detail}", model=model,
+                              hint="wait and run again, raise model.num_retries, or add model.fallbacks")
+    if status is not None and status >= 500:
+        return ProviderUnavailableError(f"{provider or model} failed with HTTP {status}{tried}: {detail}",
+                                        model=model, hint="try again later, or add model.fallbacks")
+    return ModelError(f"{model} rejected the request: {detail}", model=model,
+                      hint="check the model settings (model.extra, max_tokens, tools) for this provider")

@@ -1,0 +1,112 @@
+"""Provider replies as :class:`~thinkflow.model.messages.ModelReply`: text, decoded tool calls, usage and cost.
+
+Shapes follow the OpenAI chat-completions API as LiteLLM returns it (objects or dicts): ``choices[0].message``
+with ``content`` (a string, None or a list of parts) and ``tool_calls``; ``usage`` in tokens; the cost in USD from
+LiteLLM's price map (0.0 for the embedded model, None when the model has no price).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any, Mapping, Sequence
+
+from thinkflow.model.messages import ArgumentsError, Message, ModelReply, ToolCall, Usage, decode_arguments
+from thinkflow.model.providers import load_litellm
+
+
+def message_dict(m: Message | Mapping[str, Any]) -> dict[str, Any]:
+    """An OpenAI message dict for a :class:`Message` (a mapping is copied as is)."""
+    return m.to_dict() if isinstance(m, Message) else dict(m)
+
+
+def delta_text(chunk: Any) -> str:
+    """The text piece of one streamed chunk ("" when it carries none)."""
+    choices = getattr(chunk, "choices", None) or []
+    if not choices:
+        return ""
+    delta = getattr(choices[0], "delta", None)
+    content = getattr(delta, "content", None) if delta is not None else None
+    return content if isinstance(content, str) else ""
+
+
+def content_text(content: Any) -> str:
+    """Message content as a string: None -> "", whitespace-only -> "", a list of parts -> their texts joined."""
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, Mapping):
+                value = part.get("text")
+                if isinstance(value, str):
+                    texts.append(value)
+        content = "".join(texts)
+    text = content if isinstance(content, str) else str(content)
+    return text if text.strip() else ""
+
+
+def normalise_tool_calls(raw_calls: Sequence[Any]) -> tuple[list[ToolCall], dict[str, str]]:
+    """Tool calls from a provider reply (objects or dicts in the OpenAI shape) as :class:`ToolCall` with decoded
+    arguments and unique ids (missing or repeated ids become ``call_<n>_<hex>``). Arguments that cannot be decoded
+    stay ``{}`` and the decoder's message is returned per call id."""
+    calls: list[ToolCall] = []
+    errors: dict[str, str] = {}
+    seen: set[str] = set()
+    for n, raw in enumerate(raw_calls):
+        get = raw.get if isinstance(raw, Mapping) else (lambda k, r=raw: getattr(r, k, None))
+        fn = get("function")
+        fget = fn.get if isinstance(fn, Mapping) else (lambda k, f=fn: getattr(f, k, None))
+        call_id = get("id")
+        if not isinstance(call_id, str) or not call_id.strip() or call_id in seen:
+            call_id = f"call_{n}_{secrets.token_hex(4)}"
+        seen.add(call_id)
+        name = fget("name") if fn is not None else None
+        try:
+            args = decode_arguments(fget("arguments") if fn is not None else None)
+        except ArgumentsError as exc:
+            args = {}
+            errors[call_id] = str(exc)
+        calls.append(ToolCall(id=call_id, name=str(name or ""), arguments=args))
+    return calls, errors
+
+
+def normalise_reply(response: Any, *, model: str, local: bool, latency: float) -> ModelReply:
+    """The :class:`ModelReply` of a LiteLLM response (None: an empty stream) from ``model`` (as configured) after
+    ``latency`` seconds; ``local``: the embedded model (cost 0.0)."""
+    if response is None:  # an empty stream
+        return ModelReply(text="", model=model, latency_s=latency, usage=Usage(calls=1))
+    choices = getattr(response, "choices", None) or []
+    message = getattr(choices[0], "message", None) if choices else None
+    text = content_text(getattr(message, "content", None)) if message is not None else ""
+    calls, errors = normalise_tool_calls(getattr(message, "tool_calls", None) or []) if message is not None else ([], {})
+    finish = getattr(choices[0], "finish_reason", None) if choices else None
+    usage = usage_of(response, local=local)
+    try:
+        raw = response.model_dump()
+    except Exception:
+        raw = None
+    return ModelReply(text=text, tool_calls=calls, finish_reason=finish, usage=usage, model=model, raw=raw,
+                      latency_s=latency, argument_errors=errors)
+
+
+def usage_of(response: Any, *, local: bool) -> Usage:
+    """Tokens and cost (USD) of one response: LiteLLM's ``response_cost`` when it priced the call, else
+    ``completion_cost``; 0.0 for the embedded model; None when the model has no price."""
+    u = getattr(response, "usage", None)
+    prompt = int(getattr(u, "prompt_tokens", 0) or 0)
+    completion = int(getattr(u, "completion_tokens", 0) or 0)
+    total = int(getattr(u, "total_tokens", 0) or 0) or prompt + completion
+    cost: float | None
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if local:
+        cost = 0.0
+    elif "response_cost" in hidden:  # LiteLLM already priced the call (None: the model has no price)
+        cost = float(hidden["response_cost"]) if hidden["response_cost"] is not None else None
+    else:  # e.g. a reply rebuilt from stream chunks
+        try:
+            cost = float(load_litellm().completion_cost(completion_response=response))
+        except Exception:  # model not in LiteLLM's price map
+            cost = None
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total, cost_usd=cost, calls=1)

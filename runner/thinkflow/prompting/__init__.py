@@ -1,0 +1,1 @@
+"""The sandboxed Jinja environment and the texts ThinkFlow sends to a model."""

@@ -1,0 +1,277 @@
+"""Turn a model reply into one action: run tools, finish with an answer, or tell the model what went wrong.
+
+One parser, pure functions, no I/O. :func:`parse_reply` applies these rules in this fixed order and stops at the
+first that yields an action:
+
+1. Normalise: the content becomes a string (``None`` -> "", a list of parts -> their text joined); reasoning
+   blocks ``<think>...</think>`` are cut out and kept as the thought.
+2. Native tool calls (style ``native``, or whenever the provider returned ``tool_calls``): every call is kept, in
+   order; its name is matched to a known tool (rule 7) and its arguments must have decoded (a call whose arguments
+   could not be decoded keeps its error in :attr:`ToolAction.errors` and is never run).
+3. Empty: no text and no tool calls -> :class:`ParseFailure` with ``kind="empty"``.
+4. The style's own format:
+   - ``json``: the first JSON object holding an ``"action"`` key, looking in fenced blocks (```json, ```, ~~~)
+     first, then at every ``{`` of the text in order. Objects are decoded with ``json.JSONDecoder().raw_decode``
+     (so prose after the object, braces and backticks inside strings are fine); only when no object decodes
+     strictly is near-JSON repaired with ``json_repair`` (never a cut-off object: a guess would invent values).
+   - ``react``: labelled lines ``Thought:`` / ``Action:`` / ``Action Input:`` / ``Observation:`` /
+     ``Final Answer:`` (any case, wrapped in ``**``/``__``/backticks, ASCII or full-width colon ``：``). Whichever
+     of the first ``Action`` and the first ``Final Answer`` comes first wins: an action runs and everything after
+     it (an invented ``Observation:``, a ``Final Answer:``) is discarded. The tool name is on the label's line or,
+     if that is empty, on the next non-empty line.
+5. Recovery, whatever the style: a tool call written in the text -- inside ``<tool_call>...</tool_call>`` tags,
+   in a fenced block, or bare -- in one of the shapes ``{"name", "arguments"}``, ``{"name", "parameters"}``,
+   ``{"function": {"name", "arguments"}}``, ``{"action", "action_input"}`` or ``{"tool_calls": [...]}``, is run
+   when its name is a known tool (inside ``<tool_call>`` tags it is a tool call whatever the name);
+   ``{"action": "final_answer", "action_input": ...}`` finishes. Then ReAct labels (an ``Action:`` naming a known
+   tool, or a ``Final Answer:``) are honoured in the other styles too.
+6. Otherwise: in ``native`` style the text is the final answer (a leading ``Final Answer:`` label removed); in
+   ``json`` and ``react`` style it is a :class:`ParseFailure` (``kind="format"``) whose message states exactly the
+   expected format.
+7. Tool names are compared exactly, then ignoring case, surrounding quotes, backticks and ``*``; an unknown name
+   is kept as written (the loop answers it with the list of available tools).
+
+Arguments (rule 2, 4, 5) go through :func:`thinkflow.model.messages.decode_arguments` (dict, JSON string, double-encoded
+string, near-JSON repaired). When they cannot be decoded the model gets the decoder's exact error and the expected
+keys; a tool is never called with ``{}`` or with the raw string in place of its arguments. A missing or empty
+``Action Input`` means ``{}`` only for a tool with no required parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping, Sequence
+
+from thinkflow.reply.actions import (
+    Action,
+    FinalAnswer,
+    ParseFailure,
+    Style,
+    ToolAction,
+    arguments_failure,
+    decode_input,
+    describe_keys,
+    expected_format,
+    failure,
+    is_final_name,
+    match_tool_name,
+    new_call_id,
+    required_params,
+    tool_from_input,
+)
+from thinkflow.reply.json_text import iter_json_objects, repair_objects
+from thinkflow.model.messages import ArgumentsError, ToolCall
+from thinkflow.reply.react_text import parse_react, strip_final_label
+
+# --------------------------------------------------------------------------------------------------------------
+# Rule 1: normalising content
+
+
+def as_text(content: Any) -> str:
+    """Return message content as a string: None -> "", list of parts -> their ``text`` joined, other -> ``str``."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict):
+                value = part.get("text", part.get("content"))
+                if isinstance(value, str):
+                    parts.append(value)
+        return "".join(parts)
+    if isinstance(content, dict):
+        return as_text(content.get("text", content.get("content")))
+    return str(content)
+
+
+_THINK = re.compile(r"<(think|thinking|reasoning)>(.*?)(?:</\1>|\Z)", re.S | re.I)
+
+
+def split_reasoning(text: str) -> tuple[str, str]:
+    """Cut ``<think>...</think>`` blocks out of ``text``; return ``(text_without_them, reasoning)``."""
+    thoughts = [m.group(2).strip() for m in _THINK.finditer(text)]
+    if not thoughts:
+        return text, ""
+    return _THINK.sub("", text), "\n".join(t for t in thoughts if t)
+
+def _tool_call_shapes(value: Any) -> list[tuple[str, Any]] | None:
+    """If ``value`` is shaped like a tool call (or a list of them), return ``[(name, raw_arguments), ...]``."""
+    if isinstance(value, list):
+        out: list[tuple[str, Any]] = []
+        for item in value:
+            shapes = _tool_call_shapes(item)
+            if not shapes:
+                return None
+            out.extend(shapes)
+        return out or None
+    if not isinstance(value, dict):
+        return None
+    if isinstance(value.get("tool_calls"), list):
+        return _tool_call_shapes(value["tool_calls"])
+    fn = value.get("function")
+    if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+        return [(fn["name"], fn.get("arguments", fn.get("parameters")))]
+    if isinstance(value.get("name"), str) and ("arguments" in value or "parameters" in value):
+        return [(value["name"], value.get("arguments", value.get("parameters")))]
+    if isinstance(value.get("action"), str) and "action_input" in value:
+        return [(value["action"], value["action_input"])]
+    return None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The parser
+
+
+def parse_reply(
+    text: Any,
+    tool_calls: Sequence[ToolCall] = (),
+    *,
+    style: Style,
+    tools: Mapping[str, Mapping[str, Any] | None],
+    argument_errors: Mapping[str, str] | None = None,
+) -> Action:
+    """Turn one model reply into an :data:`Action` by the rules in this module's docstring.
+
+    Args:
+        text: the reply content (str, None or a list of parts).
+        tool_calls: native tool calls from the provider (arguments already decoded to dicts).
+        style: the action style in force: "native", "json" or "react".
+        tools: known tool names -> their parameters JSON Schema (or None), in the order shown to the model.
+        argument_errors: per native call id, why its arguments could not be decoded.
+    Returns:
+        ToolAction, FinalAnswer or ParseFailure. Never raises for anything a model can say.
+    """
+    names = list(tools)
+    raw = as_text(text)
+    body, reasoning = split_reasoning(raw)
+
+    # Rule 2: native tool calls.
+    if tool_calls:
+        calls, errors, seen_ids = [], {}, set()
+        for call in tool_calls:
+            call_id = call.id if call.id and call.id not in seen_ids else new_call_id()
+            seen_ids.add(call_id)
+            name = match_tool_name(call.name, names)
+            calls.append(ToolCall(call_id, name, dict(call.arguments) if isinstance(call.arguments, dict) else {}))
+            err = (argument_errors or {}).get(call.id)
+            if err:
+                errors[call_id] = f"{err}. Expected a JSON object with: {describe_keys(tools.get(name))}."
+        thought = "\n".join(t for t in (reasoning, body.strip()) if t)
+        return ToolAction(tuple(calls), thought=thought, errors=errors, source="native")
+
+    # Rule 3: empty.
+    if not body.strip():
+        if reasoning:
+            return failure(style, names, "the reply held only reasoning, no action and no answer", "format", reasoning)
+        return ParseFailure(
+            message="Your last reply was empty. " + expected_format(style, names),
+            error="empty reply",
+            kind="empty",
+        )
+
+    # Rule 4: the style's own format.
+    if style == "json":
+        action = _parse_json_action(body, style, tools, reasoning)
+        if action is not None:
+            return action
+    elif style == "react":
+        action = parse_react(body, style, tools, reasoning, known_only=False)
+        if action is not None:
+            return action
+
+    # Rule 5: recovery of tool calls written as text, then ReAct labels.
+    recovered = _recover_text_calls(body, style, tools, reasoning)
+    if recovered is not None:
+        return recovered
+    if style != "react":
+        action = parse_react(body, style, tools, reasoning, known_only=True)
+        if action is not None:
+            return action
+
+    # Rule 6.
+    if style == "native":
+        return FinalAnswer(strip_final_label(body).strip(), thought=reasoning)
+    if style == "json":
+        return failure(style, names, "no JSON object with an \"action\" key was found", thought=reasoning)
+    return failure(style, names, "no 'Action:' or 'Final Answer:' line was found", thought=reasoning)
+
+
+def _final_from_input(value: Any, thought: str) -> FinalAnswer:
+    """A FinalAnswer from a JSON ``action_input``: a string as is; ``{"answer": "..."}``-like single keys unwrapped;
+    other structures as compact JSON text (``data`` keeps the structure)."""
+    if isinstance(value, str):
+        return FinalAnswer(value.strip(), thought=thought)
+    if value is None:
+        return FinalAnswer("", thought=thought)
+    if isinstance(value, dict) and len(value) == 1:
+        (key, inner), = value.items()
+        if key in ("answer", "text", "final_answer", "response", "result", "output") and isinstance(inner, str):
+            return FinalAnswer(inner.strip(), thought=thought, data=value)
+    if isinstance(value, (dict, list)):
+        return FinalAnswer(json.dumps(value, ensure_ascii=False), thought=thought, data=value)
+    return FinalAnswer(str(value), thought=thought, data=value)
+
+
+def _parse_json_action(body: str, style: Style, tools: Mapping[str, Any], reasoning: str) -> Action | None:
+    names = list(tools)
+    found = next((f for f in iter_json_objects(body) if isinstance(f.value, dict) and "action" in f.value), None)
+    if found is None:
+        found = next((f for f in repair_objects(body) if "action" in f.value), None)
+    if found is None:
+        return None
+    obj = found.value
+    thought = "\n".join(t for t in (reasoning, as_text(obj.get("thought")).strip()) if t)
+    action = obj.get("action")
+    if isinstance(action, dict):  # {"action": {"name": ..., "arguments": ...}}
+        shapes = _tool_call_shapes(action) or _tool_call_shapes({"function": action})
+        if not shapes:
+            return failure(style, names, '"action" must be a tool name or "final_answer"', thought=thought)
+        action, obj = shapes[0][0], {"action": shapes[0][0], "action_input": shapes[0][1]}
+    if not isinstance(action, str) or not action.strip():
+        return failure(style, names, '"action" must be a tool name or "final_answer"', thought=thought)
+    name = match_tool_name(action, names)
+    if name not in names and is_final_name(action):
+        return _final_from_input(obj.get("action_input", obj.get("answer")), thought)
+    if "action_input" not in obj:
+        if required_params(tools.get(name)):
+            return arguments_failure(style, tools, name, 'the object has no "action_input" key', thought)
+        return ToolAction((ToolCall(new_call_id(), name, {}),), thought=thought, source="json")
+    return tool_from_input(name, obj["action_input"], style, tools, thought, "json")
+
+
+def _recover_text_calls(body: str, style: Style, tools: Mapping[str, Any], reasoning: str) -> Action | None:
+    names = list(tools)
+    calls: list[ToolCall] = []
+    errors: dict[str, str] = {}
+    for found in iter_json_objects(body):
+        shapes = _tool_call_shapes(found.value)
+        if not shapes:
+            continue
+        for raw_name, raw_args in shapes:
+            name = match_tool_name(raw_name, names)
+            if name not in names:
+                if is_final_name(raw_name) and isinstance(found.value, dict):
+                    if calls:
+                        continue
+                    thought = "\n".join(t for t in (reasoning, as_text(found.value.get("thought")).strip()) if t)
+                    return _final_from_input(raw_args, thought)
+                if not found.tagged:
+                    continue
+            call_id = new_call_id()
+            try:
+                args = decode_input(name, raw_args, tools)
+            except ArgumentsError as error:
+                args = {}
+                errors[call_id] = f"{error}. Expected a JSON object with: {describe_keys(tools.get(name))}."
+            calls.append(ToolCall(call_id, name, args))
+    if not calls:
+        return None
+    thought = reasoning
+    if style != "native" and len(calls) == 1 and errors:
+        return arguments_failure(style, tools, calls[0].name, errors[calls[0].id].split(". Expected")[0], thought)
+    return ToolAction(tuple(calls), thought=thought, errors=errors, source="text")

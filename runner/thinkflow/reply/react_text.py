@@ -1,0 +1,138 @@
+"""ReAct text: labelled ``Thought:`` / ``Action:`` / ``Action Input:`` / ``Observation:`` / ``Final Answer:`` lines.
+
+:func:`parse_react` reads one action from such text (rule 4 of :mod:`thinkflow.reply.parsing` for the react style, and
+part of rule 5 for the others); :func:`before_observation` cuts a reply at an invented ``Observation:`` line.
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping
+
+from thinkflow.reply.actions import (
+    NAME_STRIP,
+    Action,
+    FinalAnswer,
+    Style,
+    ToolAction,
+    arguments_failure,
+    failure,
+    is_final_name,
+    match_tool_name,
+    new_call_id,
+    required_params,
+    tool_from_input,
+)
+from thinkflow.reply.json_text import DECODER, FENCE, cut_fence
+from thinkflow.model.messages import ToolCall
+
+# ReAct labels: at the start of a line, optionally wrapped in **, __ or backticks, ASCII or full-width colon.
+LABEL = re.compile(
+    r"^[ \t]*(?:[>#*_`~-]+[ \t]*)*"
+    r"(?P<label>thought|action[ \t_-]*input|action|observation|final[ \t_-]*answer)"
+    r"[ \t]*(?:[*_`]+[ \t]*)*[:：](?:[ \t]*[*_]{1,2}(?=[ \t]|$))?[ \t]*",
+    re.I | re.M,
+)
+
+
+def label_kind(label: str) -> str:
+    """The kind of a :data:`LABEL` match's label: "thought", "input", "action", "observation" or "final"."""
+    folded = re.sub(r"[ \t_-]+", "", label.casefold())
+    return {"thought": "thought", "actioninput": "input", "action": "action", "observation": "observation",
+            "finalanswer": "final"}[folded]
+
+
+def parse_react(body: str, style: Style, tools: Mapping[str, Any], reasoning: str, *, known_only: bool) -> Action | None:
+    """The action in ReAct text: whichever of the first ``Action:`` and the first ``Final Answer:`` comes first,
+    or None when there is neither. ``known_only``: only an ``Action:`` naming a known tool counts (recovery in the
+    other styles); else a missing or unknown tool name is answered as the model wrote it."""
+    names = list(tools)
+    labels = [(m, label_kind(m.group("label"))) for m in LABEL.finditer(body)]
+    first_action = next((i for i, (_, k) in enumerate(labels) if k == "action"), None)
+    first_final = next((i for i, (_, k) in enumerate(labels) if k == "final"), None)
+    if first_action is None and first_final is None:
+        return None
+    lead_end = labels[min(i for i in (first_action, first_final) if i is not None)][0].start()
+    thought = _strip_thought_label(body[:lead_end]).strip()
+    thought = "\n".join(t for t in (reasoning, thought) if t)
+
+    if first_action is not None and (first_final is None or first_action < first_final):
+        match = labels[first_action][0]
+        section_end = labels[first_action + 1][0].start() if first_action + 1 < len(labels) else len(body)
+        section = body[match.end():section_end]
+        lines = [ln for ln in section.splitlines() if ln.strip()]
+        raw_name = lines[0] if lines else ""
+        if not raw_name.strip() or not raw_name.strip().strip(NAME_STRIP):
+            if known_only:
+                return None
+            return failure(style, names, "the 'Action:' line names no tool", thought=thought)
+        name = match_tool_name(raw_name, names)
+        if known_only and name not in names:
+            return None
+        if name not in names and is_final_name(raw_name):
+            # "Action: Final Answer" + "Action Input: <answer>"
+            answer = _section_after(labels, first_action, "input", body)
+            return FinalAnswer((answer or "").strip(), thought=thought)
+        raw_input = _section_after(labels, first_action, "input", body)
+        if raw_input is None or not raw_input.strip():
+            if required_params(tools.get(name)):
+                return arguments_failure(
+                    style, tools, name, "the 'Action Input:' line is missing or empty", thought
+                )
+            return ToolAction((ToolCall(new_call_id(), name, {}),), thought=thought, source="react")
+        return tool_from_input(name, _input_json(raw_input), style, tools, thought, "react")
+
+    match = labels[first_final][0]
+    answer = body[match.end():]
+    return FinalAnswer(answer.strip(), thought=thought)
+
+
+def _section_after(labels: list, index: int, kind: str, body: str) -> str | None:
+    """Text of the label of ``kind`` that directly follows label ``index`` (up to the next label), or None."""
+    if index + 1 < len(labels) and labels[index + 1][1] == kind:
+        match = labels[index + 1][0]
+        end = labels[index + 2][0].start() if index + 2 < len(labels) else len(body)
+        return body[match.end():end]
+    return None
+
+
+def _input_json(raw: str) -> str:
+    """The Action Input text ready for decoding: a fence opening removed, a strictly decodable object cut at its
+    end (so prose or a closing fence after it does not matter)."""
+    text = raw.strip()
+    fence = FENCE.match(text + "\n") if text.startswith(("```", "~~~")) else None
+    if fence:
+        text = text[fence.end():] if fence.end() <= len(text) else ""
+        text = cut_fence(text).strip()
+    if text.startswith("{"):
+        try:
+            _, end = DECODER.raw_decode(text)
+            return text[:end]
+        except json.JSONDecodeError:
+            return cut_fence(text).strip()
+    if len(text) >= 2 and text[0] == text[-1] == "`":
+        return text.strip("`").strip()
+    return text
+
+
+_FINAL_PREFIX = re.compile(r"^\s*(?:[*_`]+\s*)?final[ \t_-]*answer\s*(?:[*_`]+\s*)?[:：](?:\s*[*_`]+(?=\s))?\s*", re.I)
+_THOUGHT_PREFIX = re.compile(r"^\s*(?:[*_`]+\s*)?thought\s*(?:[*_`]+\s*)?[:：](?:\s*[*_`]+(?=\s))?\s*", re.I)
+
+
+def strip_final_label(text: str) -> str:
+    """``text`` without a leading ``Final Answer:`` label."""
+    return _FINAL_PREFIX.sub("", text, count=1)
+
+
+def _strip_thought_label(text: str) -> str:
+    return _THOUGHT_PREFIX.sub("", text, count=1)
+
+
+def before_observation(text: str) -> str:
+    """The reply up to an invented ``Observation:`` line (the model must not write its own observations)."""
+    for match in LABEL.finditer(text):
+        if label_kind(match.group("label")) == "observation":
+            return text[:match.start()].rstrip()
+    return text

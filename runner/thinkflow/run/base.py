@@ -1,0 +1,297 @@
+"""What every run shares, whether the plain loop or a planned run: its result and the bookkeeping around it.
+
+:class:`RunResult` and :data:`STATUSES`; :class:`RunBase` holds a run's id, trace, budget and deadline, hands
+events to the trace and the live view, loads the session, announces the start, and at the end saves the session
+turn, writes long-term memory (on completion) and closes the trace -- whatever the ending. :class:`Stop` ends a
+run early with a status. Subclasses (:mod:`thinkflow.run.loop`, :mod:`thinkflow.run.planner`) supply the work in between.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from thinkflow.run import events as ev
+from thinkflow.errors import ModelError, ThinkFlowError
+from thinkflow.run.limits import Budget
+from thinkflow.model.messages import Message, Usage
+
+STATUSES = (
+    "completed",
+    "max_steps",
+    "timeout",
+    "budget_exceeded",
+    "loop_detected",
+    "invalid_output",
+    "model_error",
+    "interrupted",
+)
+
+Outcome = tuple[str, str, str | None]
+"""``(status, answer, error)`` of a run's work."""
+
+
+@dataclass
+class RunResult:
+    """How a run ended.
+
+    Attributes:
+        status: one of :data:`STATUSES`.
+        answer: the final answer, or the best partial answer ("" when there is none).
+        steps: model calls made.
+        usage: tokens and cost (USD) of the run's model calls.
+        run_id: the run's id (names its trace file).
+        trace_path: the JSONL trace, or None when no trace was written.
+        error: what ended the run early, or None when completed.
+        tool_calls: tool calls run.
+        style: the action style in force at the end.
+        duration_s: wall time in seconds.
+        messages: the run's conversation (task, replies, observations; no system prompt, no session history).
+    """
+
+    status: str
+    answer: str
+    steps: int
+    usage: Usage
+    run_id: str
+    trace_path: Path | None = None
+    error: str | None = None
+    tool_calls: int = 0
+    style: str = ""
+    duration_s: float = 0.0
+    messages: list[Message] = field(default_factory=list, repr=False)
+
+    @property
+    def completed(self) -> bool:
+        """True when the run ended with a final answer."""
+        return self.status == "completed"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The machine-readable result (``thinkflow run --json``)."""
+        return {
+            "status": self.status,
+            "answer": self.answer,
+            "run_id": self.run_id,
+            "trace": str(self.trace_path) if self.trace_path else None,
+            "steps": self.steps,
+            "tool_calls": self.tool_calls,
+            "usage": self.usage.to_dict(),
+            "style": self.style,
+            "duration_s": round(self.duration_s, 3),
+            "error": self.error,
+        }
+
+
+class Stop(Exception):
+    """Ends a run early with ``status`` and ``error`` (internal to the run classes)."""
+
+    def __init__(self, status: str, error: str):
+        super().__init__(error)
+        self.status = status
+        self.error = error
+
+
+class RunBase:
+    """The state and bookkeeping every run shares (internal; see :func:`thinkflow.run.loop.run`).
+
+    Subclasses implement ``_work() -> (status, answer, error)`` (may raise :class:`Stop`), ``_partial() -> str``
+    (the best answer short of a final one) and ``_finish(status, answer, error) -> RunResult`` (which calls
+    :meth:`_conclude` with their counts).
+    """
+
+    def __init__(self, agent: Any, task: str, *, on_event: Callable[[ev.Event], None] | None, session: Any,
+                 trace_dir: str | Path | None, write_trace: bool, budget: Budget | None, run_id: str | None):
+        from thinkflow.run.trace import DEFAULT_TRACE_DIR, new_run_id
+
+        self.agent = agent
+        self.spec = agent.spec
+        self.loop_spec = self.spec.loop
+        self.client = agent.client
+        self.task = task
+        self.on_event = on_event
+        self.session = session
+        self.run_id = run_id or new_run_id()
+        self.trace_path = (Path(trace_dir) if trace_dir else DEFAULT_TRACE_DIR) / f"{self.run_id}.jsonl"
+        self.write_trace = write_trace
+        self.budget = Budget(self.loop_spec.max_tokens, self.loop_spec.max_cost, self.loop_spec.max_tool_calls,
+                             parent=budget)
+        self.trace = None
+        self.started = time.monotonic()
+        timeout = self.loop_spec.timeout
+        self.deadline = self.started + timeout if timeout else None
+        self.style = ""
+        self._handler_failed = False
+
+    # ------------------------------------------------------------------------------------------------ events
+    def emit(self, event: ev.Event) -> None:
+        """Write ``event`` to the trace (when traced) and hand it to ``on_event``; a failing handler is reported
+        once as a warning in the trace and otherwise ignored (KeyboardInterrupt passes)."""
+        if self.trace is not None and event.traced:
+            self.trace.write(event)
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event)
+        except KeyboardInterrupt:
+            raise
+        except Exception as error:  # noqa: BLE001 - a broken live view must not end the run
+            if not self._handler_failed:
+                self._handler_failed = True
+                warning = ev.Warning(f"the event handler failed: {type(error).__name__}: {error}", code="event_handler")
+                if self.trace is not None:
+                    self.trace.write(warning)
+
+    # ------------------------------------------------------------------------------------------------ model
+    def _call_model(self, messages: list[Message], **kwargs: Any) -> Any:
+        """``client.complete(messages, **kwargs)`` in a daemon thread, bounded by the run's deadline twice over:
+        the client cuts each request's timeout to the time left, and this thread stops waiting at the deadline.
+        Ctrl-C lands here, in the wait, never inside LiteLLM, and the abandoned request dies with the process; a
+        model server that trickles bytes cannot hold the run past its deadline. (Calling the model in this thread
+        would save about 1 ms a step: bench/RESULTS.md.)
+
+        Raises:
+            Stop("timeout"): the deadline passed first. ModelError: the model failed (see the client).
+        """
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def target() -> None:
+            try:
+                box["reply"] = self.client.complete(messages, deadline=self.deadline, **kwargs)
+            except BaseException as failure:  # noqa: BLE001 - handed to the caller
+                box["error"] = failure
+            finally:
+                done.set()
+
+        threading.Thread(target=target, name=f"thinkflow-model-{self.run_id}", daemon=True).start()
+        remaining = self._remaining()
+        finished = done.wait(None if remaining is None else max(remaining, 0.0))
+        failure = box.get("error")
+        if not finished or (isinstance(failure, ModelError) and self.deadline is not None
+                            and time.monotonic() >= self.deadline):
+            raise Stop("timeout", self._timeout_error() + " while waiting for the model")
+        if failure is not None:
+            raise failure
+        return box["reply"]
+
+    # ------------------------------------------------------------------------------------------------ limits
+    def _remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def _timeout_error(self) -> str:
+        return f"the run timed out after {self.loop_spec.timeout:g} s"
+
+    def _limit_reached(self) -> tuple[str, str] | None:
+        """``(status, error)`` when the run's timeout has passed or its budget is spent, else None."""
+        remaining = self._remaining()
+        if remaining is not None and remaining <= 0:
+            return "timeout", self._timeout_error()
+        why = self.budget.exceeded()
+        if why:
+            return "budget_exceeded", why
+        return None
+
+    def _limits(self, max_steps: int) -> dict[str, Any]:
+        """The limits reported in ``run_started``."""
+        return {
+            "max_steps": max_steps,
+            "timeout": self.loop_spec.timeout,
+            "max_tokens": self.loop_spec.max_tokens,
+            "max_cost": self.loop_spec.max_cost,
+            "max_tool_calls": self.loop_spec.max_tool_calls,
+        }
+
+    # ------------------------------------------------------------------------------------------------ start/end
+    def _guarded(self) -> RunResult:
+        """Open the trace, do the work, and finish with a status whatever happens: a :class:`Stop` or Ctrl-C end
+        the run with the partial answer; a crash (a broken setup or a bug) is saved, then re-raised."""
+        from thinkflow.run.trace import TraceWriter
+
+        if self.write_trace:
+            self.trace = TraceWriter(self.trace_path, self.agent.secrets)
+        status, answer, error = "model_error", "", None
+        try:
+            try:
+                status, answer, error = self._work()
+            except Stop as stop:
+                status, answer, error = stop.status, self._partial(), stop.error
+            except KeyboardInterrupt:
+                status, answer, error = "interrupted", self._partial(), "interrupted by the user"
+        except BaseException as crash:  # a broken setup (prompt template) or a bug: save, then re-raise
+            self._finish("model_error" if isinstance(crash, ModelError) else "error", self._partial(),
+                         f"{type(crash).__name__}: {crash}")
+            raise
+        return self._finish(status, answer, error)
+
+    def _work(self) -> Outcome:
+        raise NotImplementedError
+
+    def _partial(self) -> str:
+        raise NotImplementedError
+
+    def _finish(self, status: str, answer: str, error: str | None) -> RunResult:
+        raise NotImplementedError
+
+    def _load_session(self) -> list[Message]:
+        """Load the session (when there is one) and return its history."""
+        if self.session is None:
+            return []
+        self.session.warnings = []
+        self.session.load()
+        return self.session.history()
+
+    def _announce(self, limits: dict[str, Any], history: int) -> None:
+        """Emit ``run_started`` and the session's load warnings."""
+        self.emit(ev.RunStarted(
+            run_id=self.run_id, agent=self.spec.name, task=self.task, model=str(getattr(self.client, "model", "")),
+            style=self.style, session=self.session.name if self.session is not None else None,
+            trace_path=str(self.trace_path) if self.trace else None, notice=getattr(self.agent, "notice", None),
+            history=history, limits=limits,
+        ))
+        if self.session is not None:
+            for message in self.session.warnings:
+                self.emit(ev.Warning(message, code="session_corrupt"))
+
+    def _conclude(self, status: str, answer: str, error: str | None, *, steps: int, tool_calls: int,
+                  messages: Sequence[Message], tool_results: Sequence[tuple[str, dict, str]]) -> RunResult:
+        """Build the result, append the session turn, remember a completed run, emit ``run_finished`` and close
+        the trace."""
+        duration = time.monotonic() - self.started
+        result = RunResult(
+            status=status, answer=answer, steps=steps, usage=self.budget.usage, run_id=self.run_id,
+            trace_path=self.trace_path if self.trace else None, error=error, tool_calls=tool_calls,
+            style=self.style, duration_s=duration, messages=list(messages),
+        )
+        if self.session is not None:
+            from thinkflow.run.session import Turn
+
+            try:
+                self.session.append(Turn(task=self.task, answer=answer, status=status, run_id=self.run_id,
+                                         messages=[m.to_dict() for m in messages]))
+            except ThinkFlowError as failure:
+                self.emit(ev.Warning(f"the session was not saved: {failure}", code="session_write"))
+        if status == "completed":
+            self._remember(answer, tool_results)
+        self.emit(ev.RunFinished(
+            run_id=self.run_id, status=status, answer=answer, steps=steps, tool_calls=tool_calls,
+            usage=self.budget.usage.to_dict(), duration_s=round(duration, 3), error=error,
+        ))
+        if self.trace is not None:
+            self.trace.close()
+        return result
+
+    def _remember(self, answer: str, tool_results: Sequence[tuple[str, dict, str]]) -> None:
+        lt_spec = self.spec.memory.long_term
+        store = getattr(self.agent, "long_term", None)
+        if store is None or lt_spec is None:
+            return
+        from thinkflow.memory import remember_run
+
+        try:
+            remember_run(store, lt_spec, agent=self.spec.name, session=getattr(self.session, "name", None),
+                         task=self.task, answer=answer, tool_results=tool_results, user_facts=[])
+        except ThinkFlowError as failure:
+            self.emit(ev.Warning(f"memory was not written: {failure}", code="memory_write"))

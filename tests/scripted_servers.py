@@ -24,6 +24,9 @@ Replies (format-neutral; each server renders them in its own wire format):
     ``hang()``                              accept the request and never answer until the server stops.
 Every reply takes ``usage=(prompt_tokens, completion_tokens)`` (default (10, 5)).
 
+``server.responder = fn`` answers every chat request with ``fn(request_body) -> Reply`` instead of the queue (for
+concurrent clients, whose requests arrive in no fixed order).
+
 When the queue is empty the server answers 500 with "scripted server: no scripted reply left ..." so a test that
 makes an unplanned call fails loudly. ``requests`` holds the JSON bodies of chat requests received, in order;
 ``log`` holds ``(method, path, headers (lower-case names), body)`` of every request (including ``/api/show``, ``/v1/models``).
@@ -185,6 +188,7 @@ class ScriptedServer:
 
     def __init__(self) -> None:
         self.queue: deque[Reply] = deque()
+        self.responder: Any = None
         self.requests: list[Any] = []
         self.log: list[tuple[str, str, dict[str, str], Any]] = []
         self._lock = threading.Lock()
@@ -252,7 +256,7 @@ class ScriptedServer:
         self.log.append((method, path, {k.lower(): v for k, v in h.headers.items()}, body))
         if method == "POST" and path == self.chat_path:
             self.requests.append(body)
-            reply = self._next()
+            reply = self.responder(body) if self.responder is not None else self._next()
             if reply is None:
                 h.send_json(500, self._error_body(
                     f"scripted server: no scripted reply left for POST {path} (request #{len(self.requests)})"))

@@ -105,3 +105,12 @@ class SessionError(ThinkFlowError):
 
 class TraceError(ThinkFlowError):
     """A trace could not be found or read."""
+
+
+class BatchError(ThinkFlowError):
+    """A batch cannot run: its inputs file is unreadable or invalid (``issues`` names each bad line), or its
+    results file cannot be written."""
+
+    def __init__(self, message: str, issues: list[ConfigIssue] | None = None):
+        self.issues = list(issues or [])
+        super().__init__("\n".join([message, *(str(i) for i in self.issues)]))

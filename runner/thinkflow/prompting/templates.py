@@ -56,6 +56,17 @@ def _undeclared(source: str, name: str) -> frozenset[str]:
     return frozenset(meta.find_undeclared_variables(ast))
 
 
+def prompt_variables(prompt: PromptSpec) -> set[str]:
+    """The variables an agent's prompt takes from outside: declared under ``prompt.vars`` or read by its template
+    (runtime variables excluded).
+
+    Raises:
+        PromptError: the template cannot be read or parsed.
+    """
+    source, name = _agent_template(prompt)
+    return (template_variables(source, name=name) | set(prompt.vars)) - RUNTIME_PROMPT_VARS
+
+
 def check_prompt_vars(prompt: PromptSpec, names: Any) -> None:
     """Check that every name in ``names`` (the ``--var key=value`` keys) is a variable of the agent's prompt:
     declared under ``prompt.vars`` or read by the template (:func:`template_variables`; a variable read only by an
@@ -65,8 +76,8 @@ def check_prompt_vars(prompt: PromptSpec, names: Any) -> None:
         PromptError: a name the prompt does not use, with the variables it does use (and a did-you-mean), or the
             template cannot be read or parsed.
     """
-    source, name = _agent_template(prompt)
-    known = (template_variables(source, name=name) | set(prompt.vars)) - RUNTIME_PROMPT_VARS
+    known = prompt_variables(prompt)
+    name = _agent_template(prompt)[1]
     for key in names:
         if key not in known:
             from thinkflow.config.schemas import suggest

@@ -1,0 +1,283 @@
+"""``thinkflow batch``: JSONL and CSV inputs, crash-safe results, resume, failures, budgets, and the Ray backend.
+
+Every run goes through LiteLLM to a scripted OpenAI-compatible server on 127.0.0.1 whose ``responder`` answers by
+the request's content (concurrent runs' requests arrive in no fixed order): a task "add A and B" gets a calculator
+call, the observation gets "The answer is N".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scripted_servers import error, text, tool_calls
+from thinkflow.batch.inputs import read_inputs
+from thinkflow.batch.results import ResultLog
+from thinkflow.cli import main
+from thinkflow.errors import BatchError
+
+KEY = "sk-batch-test-0123456789"
+ADD = re.compile(r"add (-?\d+) and (-?\d+)")
+
+
+def agent_yaml(tmp_path: Path, server, extra: str = "") -> Path:
+    path = tmp_path / "agent.yaml"
+    path.write_text(
+        "version: 1\nname: adder\n"
+        f"model: {{name: openai/test, api_base: '{server.url}', api_key: '${{TF_TEST_KEY}}', num_retries: 0}}\n"
+        "prompt: {text: 'You add numbers for {{ who }}.', vars: {who: nobody}}\n"
+        "tools: [calculator]\n"
+        "loop: {style: native, max_steps: 4}\n" + extra,
+        encoding="utf-8",
+    )
+    return path
+
+
+def adder(request: dict):
+    """Reply to one chat request: a calculator call for "add A and B", the answer after the observation."""
+    messages = request["messages"]
+    last = messages[-1]
+    if last["role"] == "tool":
+        return text(f"The answer is {last['content'].strip()}")
+    task = last["content"] if isinstance(last["content"], str) else json.dumps(last["content"])
+    if "fail" in task:
+        return error(500, "the scripted provider is down for this task")
+    match = ADD.search(task)
+    if not match:
+        return text("I can only add.")
+    return tool_calls([("calculator", {"expression": f"{match[1]}+{match[2]}"})])
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TF_TEST_KEY", KEY)
+    return CliRunner()
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def results(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_jsonl_batch_writes_one_result_per_input(cli, tmp_path, openai_server):
+    openai_server.responder = adder
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": f"t{i}", "task": f"add {i} and {10 * i}"} for i in range(1, 6)])
+    out = tmp_path / "out.jsonl"
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o", str(out),
+                               "--concurrency", "3", "--quiet"])
+    assert result.exit_code == 0, result.output
+    lines = results(out)
+    assert sorted(r["id"] for r in lines) == ["t1", "t2", "t3", "t4", "t5"]
+    by_id = {r["id"]: r for r in lines}
+    for i in range(1, 6):
+        r = by_id[f"t{i}"]
+        assert r["status"] == "completed"
+        assert r["answer"] == f"The answer is {11 * i}"
+        assert r["steps"] == 2 and r["tool_calls"] == 1
+        assert r["usage"]["total_tokens"] == 30  # two calls of (10, 5)
+        assert r["error"] is None
+        assert Path(r["trace"]).is_file() and r["run_id"] in r["trace"]
+    assert len({r["run_id"] for r in lines}) == 5
+    assert "5 inputs · 0 already done · 5 completed" in result.output
+
+
+def test_csv_batch_with_a_task_template_and_row_vars(cli, tmp_path, openai_server):
+    openai_server.responder = adder
+    inputs = tmp_path / "in.csv"
+    inputs.write_text("id,a,b,who\nx,1,2,Ada\ny,40,2,Bob\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o", str(out),
+                               "--task-template", "Please add {{ a }} and {{ b }}.", "-c", "1", "-q"])
+    assert result.exit_code == 0, result.output
+    assert {r["id"]: r["answer"] for r in results(out)} == {"x": "The answer is 3", "y": "The answer is 42"}
+    tasks = [r["messages"][-1]["content"] for r in openai_server.requests if r["messages"][-1]["role"] == "user"]
+    assert sorted(tasks) == ["Please add 1 and 2.", "Please add 40 and 2."]
+    systems = sorted(r["messages"][0]["content"] for r in openai_server.requests
+                     if r["messages"][-1]["role"] == "user")
+    assert "for Ada." in systems[0] and "for Bob." in systems[1]  # the row's columns are the run's prompt vars
+
+
+def test_a_row_is_data_not_a_template(cli, tmp_path, openai_server):
+    openai_server.responder = adder
+    inputs = tmp_path / "in.csv"
+    inputs.write_text('a,b\n"{{ 7*7 }}",1\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o", str(out),
+                               "--task-template", "add {{ a }} and {{ b }}", "-q"])
+    assert result.exit_code == 0, result.output
+    user = [r["messages"][-1]["content"] for r in openai_server.requests if r["messages"][-1]["role"] == "user"]
+    assert user == ["add {{ 7*7 }} and 1"]
+
+
+def test_a_failing_input_does_not_stop_the_others_and_rerun_failed_retries_it(cli, tmp_path, openai_server):
+    openai_server.responder = adder
+    rows = [{"id": "a", "task": "add 1 and 1"}, {"id": "b", "task": "add 2 and 2, or fail"},
+            {"id": "c", "task": "add 3 and 3"}]
+    inputs = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    agent = str(agent_yaml(tmp_path, openai_server))
+    first = cli.invoke(main, ["batch", agent, str(inputs), "-o", str(out), "-c", "2", "-q"])
+    assert first.exit_code == 1
+    statuses = {r["id"]: r["status"] for r in results(out)}
+    assert statuses == {"a": "completed", "b": "model_error", "c": "completed"}
+    assert "did not complete: b" in first.output
+
+    again = cli.invoke(main, ["batch", agent, str(inputs), "-o", str(out), "-q"])  # nothing new to run
+    assert again.exit_code == 1 and "3 inputs · 3 already done · no new runs" in again.output
+    assert len(results(out)) == 3
+
+    write_jsonl(inputs, [rows[0], {"id": "b", "task": "add 2 and 2"}, rows[2]])  # the input fixed
+    rerun = cli.invoke(main, ["batch", agent, str(inputs), "-o", str(out), "--rerun-failed", "-q"])
+    assert rerun.exit_code == 0, rerun.output
+    lines = results(out)
+    assert sorted(r["id"] for r in lines) == ["a", "b", "c"]  # each id exactly once
+    assert {r["id"]: r["answer"] for r in lines}["b"] == "The answer is 4"
+
+
+def test_batch_budget_stops_taking_new_inputs(cli, tmp_path, openai_server):
+    openai_server.responder = adder
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": str(i), "task": f"add {i} and 1"} for i in range(6)])
+    out = tmp_path / "out.jsonl"
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o", str(out),
+                               "-c", "1", "--max-tokens", "60", "-q"])
+    assert result.exit_code == 1
+    assert [r["id"] for r in results(out)] == ["0", "1"]  # 30 tokens each: the budget is spent after two runs
+    assert "stopped: batch token budget of 60 tokens used up (60 tokens); 4 inputs not started" in result.output
+
+
+def test_bad_inputs_are_a_config_error_naming_every_line(cli, tmp_path, openai_server):
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('{"id": "a", "task": "add 1 and 1"}\nnot json\n{"id": "a", "task": "x"}\n{"id": "b"}\n'
+                      '{"id": "c", "task": "x", "tsak": 1}\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o", str(out)])
+    assert result.exit_code == 3
+    assert "4 invalid inputs" in result.output
+    assert f"{inputs}:2:1: <root>: not a JSON object" in result.output
+    assert f"{inputs}:3:1: <root>: duplicate id 'a' (first used on line 1)" in result.output
+    assert f"{inputs}:4:1: <root>: no task" in result.output
+    assert f"{inputs}:5:1: <root>: unknown key tsak" in result.output
+    assert not out.exists() or out.read_text() == ""
+    assert openai_server.requests == []
+
+
+def test_a_results_file_that_is_not_one_is_left_alone(cli, tmp_path, openai_server):
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "task": "add 1 and 1"}])
+    out = tmp_path / "notes.txt"
+    out.write_text("my notes\n", encoding="utf-8")
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o", str(out)])
+    assert result.exit_code == 3 and "not a batch result line" in result.output
+    assert out.read_text() == "my notes\n"
+
+
+def test_a_line_torn_by_a_kill_is_dropped_before_appending(tmp_path):
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b'{"id": "a", "status": "completed"}\n{"id": "b", "sta')
+    log = ResultLog(out)
+    assert set(log.records) == {"a"}
+    log.append({"id": "b", "status": "completed"})
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == ["a", "b"]
+
+
+def test_resume_after_kill_runs_every_id_exactly_once(tmp_path, openai_server):
+    from scripted_servers import Reply
+
+    def slow(request):
+        reply = adder(request)
+        reply.delay = 0.15
+        return reply
+
+    openai_server.responder = slow
+    ids = [f"k{i}" for i in range(12)]
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "task": f"add {n} and 1"} for n, i in enumerate(ids)])
+    out = tmp_path / "out.jsonl"
+    agent = agent_yaml(tmp_path, openai_server)
+    env = {**os.environ, "TF_TEST_KEY": KEY}
+    cmd = [str(Path(sys.executable).parent / "thinkflow"), "batch", str(agent), str(inputs), "-o", str(out), "-c", "2", "-q"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 3):
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stdout.read().decode()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    before = [json.loads(x)["id"] for x in out.read_text().splitlines() if x.endswith("}")]
+    assert 3 <= len(before) < len(ids)
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = results(out)
+    assert sorted(r["id"] for r in lines) == sorted(ids)  # every id exactly once
+    assert [r["id"] for r in lines][: len(before)] == before  # the killed batch's results are kept as they were
+    assert {r["id"]: r["answer"] for r in lines}["k7"] == "The answer is 8"
+    assert Reply  # the scripted Reply type carries the delay
+
+
+def test_ray_backend_gives_the_same_results_as_the_local_pool(cli, tmp_path, openai_server):
+    ray = pytest.importorskip("ray")
+    openai_server.responder = adder
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": f"r{i}", "task": f"add {i} and {i}"} for i in range(4)]
+                         + [{"id": "bad", "task": "add 1 and 2 and fail"}])
+    agent = str(agent_yaml(tmp_path, openai_server))
+    local_out, ray_out = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
+    local = cli.invoke(main, ["batch", agent, str(inputs), "-o", str(local_out), "-c", "2", "-q"])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = cli.invoke(main, ["batch", agent, str(inputs), "-o", str(ray_out), "--ray", "-q"])
+    finally:
+        ray.shutdown()
+    assert local.exit_code == remote.exit_code == 1, remote.output
+    pick = ("status", "answer", "steps", "tool_calls")
+    as_map = lambda path: {r["id"]: tuple(r[k] for k in pick) for r in results(path)}  # noqa: E731
+    assert as_map(ray_out) == as_map(local_out)
+    assert as_map(ray_out)["r3"] == ("completed", "The answer is 6", 2, 1)
+    assert as_map(ray_out)["bad"][0] == "model_error"
+
+
+def test_batch_without_ray_never_imports_it(tmp_path, openai_server):
+    openai_server.responder = adder
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "task": "add 1 and 1"}])
+    agent = agent_yaml(tmp_path, openai_server)
+    code = ("import sys\nfrom thinkflow.cli import main\n"
+            f"try:\n    main(['batch', {str(agent)!r}, {str(inputs)!r}, '-o', {str(tmp_path / 'o.jsonl')!r}, '-q'])\n"
+            "except SystemExit as e:\n    print('exit', e.code)\nprint('ray' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "TF_TEST_KEY": KEY},
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.split()[-3:] == ["exit", "0", "False"], done.stdout + done.stderr
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                           lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
+                           max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.one_of(st.text(max_size=40),
+                                JSON_VALUES.map(json.dumps),
+                                st.dictionaries(st.sampled_from(["id", "task", "vars", "session", "x"]), JSON_VALUES,
+                                                max_size=4).map(json.dumps)), max_size=6))
+def test_any_inputs_file_gives_inputs_or_a_batch_error(tmp_path, lines):
+    path = tmp_path / "fuzz.jsonl"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    try:
+        items = read_inputs(path)
+    except BatchError as error:
+        assert str(error).startswith(str(path))
+    else:
+        assert items and len({i.id for i in items}) == len(items)
+        assert all(isinstance(i.task, str) and i.task.strip() == i.task and i.task for i in items)

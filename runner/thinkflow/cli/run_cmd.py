@@ -97,9 +97,12 @@ class _Output:
               help="Directory of run traces (default .thinkflow/runs).")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Override loop.max_steps.")
 @click.option("--var", "variables", multiple=True, metavar="KEY=VALUE", help="Prompt template variable (repeatable).")
+@click.option("--otel", is_flag=True,
+              help="Export OpenTelemetry spans over OTLP (endpoint from OTEL_EXPORTER_OTLP_ENDPOINT, default "
+                   "localhost:4318); also on with that variable set or the agent's telemetry block.")
 def run(agent_file: Path, task: tuple[str, ...], model: str | None, yes: bool, session_name: str | None,
         quiet: bool, as_json: bool, stream: bool | None, trace_dir: Path | None, max_steps: int | None,
-        variables: tuple[str, ...]) -> None:
+        variables: tuple[str, ...], otel: bool) -> None:
     """Run the agent in AGENT.yaml on TASK, or chat with it when TASK is left out.
 
     TASK may be several words; "-" reads it from standard input. In chat, each line is a turn of the same
@@ -107,13 +110,13 @@ def run(agent_file: Path, task: tuple[str, ...], model: str | None, yes: bool, s
     """
     try:
         _run_command(agent_file, task, model, yes, session_name, quiet, as_json, stream, trace_dir, max_steps,
-                     variables)
+                     variables, otel)
     except KeyboardInterrupt:  # outside a run (the loop itself saves and returns "interrupted")
         raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, stream, trace_dir, max_steps,
-                 variables) -> None:
+                 variables, otel=False) -> None:
     from thinkflow.errors import ModelError, SessionError
 
     prompt_vars = _parse_vars(variables)
@@ -146,18 +149,37 @@ def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, str
 
             session_name = "chat-" + time.strftime("%Y%m%d-%H%M%S")
         session = Session(spec.name, session_name)
+    telemetry = _telemetry(spec, otel, out)
     try:
         if chat:
-            code = _chat(agent, session, view, out, trace_dir=trace_dir, max_steps=max_steps, stream=stream)
+            code = _chat(agent, session, view, out, telemetry=telemetry, trace_dir=trace_dir, max_steps=max_steps,
+                         stream=stream)
         else:
-            result = _run_once(agent, text, session, view, out, trace_dir=trace_dir, max_steps=max_steps,
-                               stream=stream)
+            result = _run_once(agent, text, session, view, out, telemetry=telemetry, trace_dir=trace_dir,
+                               max_steps=max_steps, stream=stream)
             code = exit_code(result.status)
     except ModelError as error:  # raised only before the loop could catch it
         out.fail(EXIT_MODEL, "model_error", str(error))
     finally:
         view.close()
+        if telemetry is not None:
+            telemetry.shutdown()
     raise SystemExit(code)
+
+
+def _telemetry(spec: Any, flag: bool, out: _Output) -> Any:
+    """The run's OpenTelemetry exporter, or None when telemetry is off (then the SDK is never imported)."""
+    import os
+
+    from thinkflow.run.telemetry import Telemetry, settings_from
+
+    settings = settings_from(os.environ, spec.telemetry, flag=flag)
+    if settings is None:
+        return None
+    try:
+        return Telemetry(settings)
+    except ImportError:
+        out.fail(EXIT_USAGE, "error", "OpenTelemetry is not installed: pip install 'thinkflow[otel]'")
 
 
 def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, prompt_vars):
@@ -185,14 +207,22 @@ def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, promp
     return spec, agent, view
 
 
-def _run_once(agent: Any, task: str, session: Any, view: Any, out: _Output, **options: Any):
+def _run_once(agent: Any, task: str, session: Any, view: Any, out: _Output, *, telemetry: Any = None,
+              **options: Any):
     from thinkflow.errors import PromptError, TraceError
     if agent.spec.planner.enabled:  # plan-then-execute
         from thinkflow.run.planner import run as run_loop
     else:
         from thinkflow.run.loop import run as run_loop
+    on_event = view
+    if telemetry is not None:
+        recorder = telemetry.recorder(secrets=agent.secrets)
+
+        def on_event(event: Any) -> None:
+            view(event)
+            recorder(event)
     try:
-        result = run_loop(agent, task, on_event=view, session=session, **options)
+        result = run_loop(agent, task, on_event=on_event, session=session, **options)
     except PromptError as error:
         view.close()
         out.fail(EXIT_CONFIG, "config_error", str(error))

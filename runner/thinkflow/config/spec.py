@@ -187,6 +187,27 @@ class PlannerSpec:
 
 
 @dataclass(frozen=True)
+class TelemetrySpec:
+    """OpenTelemetry spans of the agent's runs (see :mod:`thinkflow.run.telemetry`).
+
+    Attributes:
+        enabled: export spans (also on with ``--otel`` or an ``OTEL_EXPORTER_OTLP_ENDPOINT`` in the environment).
+        endpoint: the OTLP endpoint, or None for the ``OTEL_*`` environment's (default ``localhost:4318``).
+        protocol: "http/protobuf" or "grpc", or None for ``OTEL_EXPORTER_OTLP_PROTOCOL``'s.
+        headers: headers sent with each export (write secrets as ``${VAR}``).
+        service_name: the resource's ``service.name``, or None for ``OTEL_SERVICE_NAME`` (else "thinkflow").
+        capture_content: record message content, tool arguments and results (secrets redacted).
+    """
+
+    enabled: bool = False
+    endpoint: str | None = None
+    protocol: Literal["http/protobuf", "grpc"] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    service_name: str | None = None
+    capture_content: bool = False
+
+
+@dataclass(frozen=True)
 class HttpRequestSpec:
     """The request template of an http tool; every string may hold ``{param}`` placeholders.
 
@@ -288,6 +309,7 @@ class AgentSpec:
         tool_specs: every named tool resolved to its spec, by name.
         workspace: root directory for the file built-ins (read_file, list_dir, write_file, read_csv, ...).
         loop, memory, planner: policies.
+        telemetry: OpenTelemetry export of the agent's runs.
         agents: sub-agents, resolved recursively (cycles are rejected at load).
         max_depth: how deep delegation may nest from this agent.
         output_schema: JSON Schema the final answer (parsed as JSON) must satisfy, or None.
@@ -307,6 +329,7 @@ class AgentSpec:
     loop: LoopSpec = field(default_factory=LoopSpec)
     memory: MemorySpec = field(default_factory=MemorySpec)
     planner: PlannerSpec = field(default_factory=PlannerSpec)
+    telemetry: TelemetrySpec = field(default_factory=TelemetrySpec)
     agents: tuple[SubAgentRef, ...] = ()
     max_depth: int = 3
     output_schema: dict[str, Any] | None = None

@@ -19,6 +19,7 @@ from thinkflow.config.spec import (
     MemorySpec,
     ModelSpec,
     PlannerSpec,
+    TelemetrySpec,
     PromptSpec,
     RecallSpec,
     RetentionSpec,
@@ -90,6 +91,11 @@ def memory_from_dict(value: dict[str, Any] | None, *, base_dir: Path | None = No
         retention=_build(RetentionSpec, long.get("retention") or {}),
     )
     return MemorySpec(short_term=short_term, long_term=long_term)
+
+
+def telemetry_from_dict(value: dict[str, Any] | None) -> TelemetrySpec:
+    """A TelemetrySpec from the ``telemetry`` mapping (or None for off)."""
+    return _build(TelemetrySpec, value or {}, {"headers": dict})
 
 
 def planner_from_dict(value: dict[str, Any] | None) -> PlannerSpec:
@@ -166,6 +172,7 @@ def agent_from_dict(
         memory=memory_from_dict(value.get("memory"), base_dir=base_dir),
         loop=loop_from_dict(value.get("loop")),
         planner=planner_from_dict(value.get("planner")),
+        telemetry=telemetry_from_dict(value.get("telemetry")),
         agents=tuple(agents),
         source=source,
         secrets=tuple(secrets),

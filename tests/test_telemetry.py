@@ -132,7 +132,7 @@ def test_settings_from_the_environment_flag_and_block():
                           OTEL_CAPTURE: "true"}, flag=True) == TelemetrySettings(protocol="grpc", capture_content=True)
     block = TelemetrySpec(enabled=True, endpoint="http://collector:4318", headers={"x-api-key": "k"},
                           service_name="svc")
-    assert settings_from({}, block) == TelemetrySettings(endpoint="http://collector:4318", headers={"x-api-key": "k"},
+    assert settings_from({}, block) == TelemetrySettings(endpoint="http://collector:4318", headers=(("x-api-key", "k"),),
                                                          service_name="svc")
     assert settings_from({"OTEL_SDK_DISABLED": "true"}, block, flag=True) is None
     assert settings_from({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x"}) is None
@@ -140,6 +140,13 @@ def test_settings_from_the_environment_flag_and_block():
 
 
 OTEL_CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+
+def test_shared_telemetry_is_one_per_settings():
+    from thinkflow.run.telemetry import shared
+
+    settings = TelemetrySettings(endpoint="http://127.0.0.1:9", headers=(("a", "b"),))
+    assert shared(settings) is shared(TelemetrySettings(endpoint="http://127.0.0.1:9", headers=(("a", "b"),)))
 
 
 @pytest.mark.parametrize("model, provider", [("openai/gpt-4o", "openai"), ("ollama_chat/qwen2.5:7b", "ollama"),

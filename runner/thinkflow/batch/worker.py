@@ -21,6 +21,7 @@ from thinkflow.errors import ThinkFlowError
 from thinkflow.prompting.templates import prompt_variables
 from thinkflow.redaction import Redactor
 from thinkflow.run.limits import Budget
+from thinkflow.run.telemetry import TelemetrySettings, shared
 
 
 @dataclass(frozen=True)
@@ -32,12 +33,14 @@ class RunSettings:
         model: a ``--model`` override, or None.
         trace_dir: where the runs' traces go, or None for the default (``.thinkflow/runs``).
         max_steps: a ``--max-steps`` override, or None.
+        telemetry: where the runs' OpenTelemetry spans go, or None for none.
     """
 
     spec: AgentSpec
     model: str | None = None
     trace_dir: Path | None = None
     max_steps: int | None = None
+    telemetry: TelemetrySettings | None = None
 
 
 def run_input(settings: RunSettings, item: BatchInput, budget: Budget | None = None) -> dict[str, Any]:
@@ -69,8 +72,9 @@ def run_input(settings: RunSettings, item: BatchInput, budget: Budget | None = N
         from thinkflow.run.planner import run as run_loop
     else:
         from thinkflow.run.loop import run as run_loop
+    on_event = shared(settings.telemetry).recorder(secrets=agent.secrets) if settings.telemetry else None
     try:
-        result = run_loop(agent, item.task, session=session, trace_dir=settings.trace_dir,
+        result = run_loop(agent, item.task, on_event=on_event, session=session, trace_dir=settings.trace_dir,
                           max_steps=settings.max_steps, stream=False, budget=budget)
     except ThinkFlowError as error:
         record = error_record(item.id, f"{type(error).__name__}: {error}", time.monotonic() - started)

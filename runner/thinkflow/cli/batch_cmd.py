@@ -69,12 +69,13 @@ def _resources(value: str | None) -> dict[str, float] | None:
 @click.option("--ray-resources", metavar="JSON", default=None, help='Other resources per Ray task, e.g. {"GPU": 1}.')
 @click.option("--ray-working-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Directory Ray ships to every worker (the agent's files, for nodes without this file system).")
+@click.option("--otel", is_flag=True, help="Export OpenTelemetry spans of every run (see thinkflow run --otel).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar; only the summary line.")
 def batch(agent_file: Path, inputs_file: Path, output: Path, task_template: str | None, concurrency: int | None,
           rerun_failed: bool, max_cost: float | None, max_tokens: int | None, model: str | None,
           max_steps: int | None, trace_dir: Path | None, variables: tuple[str, ...], use_ray: bool,
           ray_address: str | None, ray_retries: int, ray_num_cpus: float, ray_resources: str | None,
-          ray_working_dir: Path | None, quiet: bool) -> None:
+          ray_working_dir: Path | None, otel: bool, quiet: bool) -> None:
     """Run the agent in AGENT.yaml once per input of INPUTS (JSONL or CSV), appending each result to --output.
 
     \b
@@ -109,7 +110,12 @@ def batch(agent_file: Path, inputs_file: Path, output: Path, task_template: str 
         from dataclasses import replace
 
         inputs = [replace(i, vars={**extra_vars, **i.vars}) for i in inputs]
-    settings = RunSettings(spec=spec, model=model, trace_dir=trace_dir, max_steps=max_steps)
+    import os
+
+    from thinkflow.run.telemetry import settings_from
+
+    settings = RunSettings(spec=spec, model=model, trace_dir=trace_dir, max_steps=max_steps,
+                           telemetry=settings_from(os.environ, spec.telemetry, flag=otel))
     _check_builds(err, settings)
     try:
         if use_ray:

@@ -19,7 +19,7 @@ def trace() -> None:
     """Inspect run traces: every model request and reply, tool call and observation, with usage and timings."""
 
 
-def _show(path: Path, full: bool, as_json: bool) -> None:
+def _show(path: Path, full: bool, as_json: bool, html: Path | None = None) -> None:
     from rich.console import Console
 
     from thinkflow.errors import TraceError
@@ -30,6 +30,16 @@ def _show(path: Path, full: bool, as_json: bool) -> None:
         events = read_trace(path)
     except TraceError as error:
         raise click.ClickException(str(error)) from None
+    if html is not None:
+        from thinkflow.atomic import atomic_write_bytes
+        from thinkflow.run.report import render_report
+
+        try:
+            atomic_write_bytes(html, render_report(events).encode("utf-8"))
+        except OSError as error:
+            raise click.ClickException(f"cannot write {html}: {error}") from None
+        click.echo(f"wrote {html}")
+        return
     if as_json:
         for event in events:
             click.echo(json.dumps(event, ensure_ascii=False))
@@ -47,7 +57,9 @@ def _show(path: Path, full: bool, as_json: bool) -> None:
 @_TRACE_DIR
 @click.option("--full", is_flag=True, help="Also print the exact messages sent and the raw replies.")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSONL events.")
-def show(run_ref: str, trace_dir: Path | None, full: bool, as_json: bool) -> None:
+@click.option("--html", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+              help="Write a self-contained HTML report of the run to FILE (open it in a browser).")
+def show(run_ref: str, trace_dir: Path | None, full: bool, as_json: bool, html: Path | None) -> None:
     """Show the trace of RUN (a run id, a unique prefix of one, or a trace file path)."""
     from thinkflow.errors import TraceError
     from thinkflow.run.trace import find_trace
@@ -56,7 +68,7 @@ def show(run_ref: str, trace_dir: Path | None, full: bool, as_json: bool) -> Non
         path = find_trace(run_ref, trace_dir)
     except TraceError as error:
         raise click.ClickException(str(error)) from None
-    _show(path, full, as_json)
+    _show(path, full, as_json, html)
 
 
 @trace.command(name="last")

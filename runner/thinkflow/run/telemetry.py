@@ -60,14 +60,15 @@ class TelemetrySettings:
         endpoint: the OTLP endpoint (``http://host:4318`` for http/protobuf, ``host:4317`` for grpc), or None to
             let the exporter read ``OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT`` (default ``localhost:4318``).
         protocol: ``"http/protobuf"`` or ``"grpc"``.
-        headers: headers sent with each export (secrets from the environment); None: ``OTEL_EXPORTER_OTLP_HEADERS``.
+        headers: ``(name, value)`` pairs sent with each export (secrets from the environment); empty:
+            ``OTEL_EXPORTER_OTLP_HEADERS``.
         service_name: ``service.name`` of the resource, or None (``OTEL_SERVICE_NAME``, else ``thinkflow``).
         capture_content: record message content, tool arguments and results (redacted).
     """
 
     endpoint: str | None = None
     protocol: str = "http/protobuf"
-    headers: Mapping[str, str] | None = None
+    headers: tuple[tuple[str, str], ...] = ()
     service_name: str | None = None
     capture_content: bool = False
 
@@ -95,7 +96,7 @@ def settings_from(env: Mapping[str, str], block: Any = None, *, flag: bool = Fal
     capture = _truthy(env.get(CAPTURE_ENV))
     if enabled_block:
         return TelemetrySettings(endpoint=block.endpoint, protocol=block.protocol or protocol,
-                                 headers=dict(block.headers) or None, service_name=block.service_name,
+                                 headers=tuple(sorted(block.headers.items())), service_name=block.service_name,
                                  capture_content=block.capture_content or capture)
     return TelemetrySettings(protocol=protocol, capture_content=capture)
 

@@ -97,9 +97,10 @@ class _Output:
               help="Directory of run traces (default .thinkflow/runs).")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Override loop.max_steps.")
 @click.option("--var", "variables", multiple=True, metavar="KEY=VALUE", help="Prompt template variable (repeatable).")
+@click.option("--cache", is_flag=True, help="Answer repeated model requests from LiteLLM's response cache (as model.cache: true).")
 def run(agent_file: Path, task: tuple[str, ...], model: str | None, yes: bool, session_name: str | None,
         quiet: bool, as_json: bool, stream: bool | None, trace_dir: Path | None, max_steps: int | None,
-        variables: tuple[str, ...]) -> None:
+        variables: tuple[str, ...], cache: bool) -> None:
     """Run the agent in AGENT.yaml on TASK, or chat with it when TASK is left out.
 
     TASK may be several words; "-" reads it from standard input. In chat, each line is a turn of the same
@@ -107,13 +108,13 @@ def run(agent_file: Path, task: tuple[str, ...], model: str | None, yes: bool, s
     """
     try:
         _run_command(agent_file, task, model, yes, session_name, quiet, as_json, stream, trace_dir, max_steps,
-                     variables)
+                     variables, cache)
     except KeyboardInterrupt:  # outside a run (the loop itself saves and returns "interrupted")
         raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, stream, trace_dir, max_steps,
-                 variables) -> None:
+                 variables, cache=False) -> None:
     from thinkflow.errors import ModelError, SessionError
 
     prompt_vars = _parse_vars(variables)
@@ -136,7 +137,7 @@ def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, str
         except SessionError as error:
             raise click.BadParameter(str(error), param_hint="--session") from None
     spec, agent, view = _prepare(agent_file, out, model=model, yes=yes, quiet=quiet or as_json, stream=stream,
-                                 prompt_vars=prompt_vars)
+                                 prompt_vars=prompt_vars, cache=cache)
     session = None
     if session_name is not None or chat:
         from thinkflow.run.session import Session
@@ -160,7 +161,7 @@ def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, str
     raise SystemExit(code)
 
 
-def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, prompt_vars):
+def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, prompt_vars, cache=False):
     from thinkflow.errors import MemoryStoreError, ModelError, PromptError, SpecError, ToolError
     from thinkflow.config.loader import load_agent
     from thinkflow.tools import choose_approver
@@ -172,6 +173,12 @@ def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, promp
         n = len(error.issues)
         out.fail(EXIT_CONFIG, "config_error", f"{agent_file}: {n} issue{'s' * (n != 1)}",
                  [str(i) for i in error.issues])
+    if cache:
+        import dataclasses
+
+        from thinkflow.model.client import with_cache
+
+        spec = dataclasses.replace(spec, model=with_cache(spec.model))
     view = LiveView(out.err, quiet=quiet, stream=bool(stream if stream is not None else spec.loop.stream))
     try:
         from thinkflow.agent import build

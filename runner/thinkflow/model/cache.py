@@ -14,6 +14,10 @@ This module only configures it:
   so a model without ``cache`` is never served from it. ``max_messages=None``: LiteLLM's default (4) would skip
   every agent request after the first tool call.
 * ``ttl`` (seconds) bounds an entry's life; None keeps it until ``thinkflow cache clear``.
+* LiteLLM 1.110's cache-hit path imports proxy-only modules (``fastapi``) to ask whether the hit is a replayed
+  Anthropic Messages stream, so the first hit crashes a plain install (BerriAI/litellm#42195, fix proposed in
+  #42198). :func:`_tolerate_proxy_import` wraps that one check so a failed import means "not such a stream", as
+  the proposed fix does; remove it when LiteLLM ships the fix.
 """
 
 from __future__ import annotations
@@ -146,6 +150,28 @@ def _key(settings: Mapping[str, Any]) -> tuple:
     return tuple(sorted((k, str(v)) for k, v in settings.items()))
 
 
+def _tolerate_proxy_import() -> None:
+    """Make LiteLLM's cache-hit check survive a missing ``fastapi`` (see the module doc; idempotent)."""
+    try:
+        from litellm.caching import caching_handler as handler
+    except ImportError:
+        return
+    original = getattr(handler, "_should_defer_streaming_cache_hit_callbacks", None)
+    if original is None or getattr(original, "thinkflow_shim", False):
+        return
+
+    def should_defer(*, cached_result: object) -> bool:
+        try:
+            return original(cached_result=cached_result)
+        except ImportError:  # the Anthropic Messages replay type needs the proxy extra: not such a stream
+            from litellm.responses.streaming_iterator import BaseResponsesAPIStreamingIterator
+
+            return isinstance(cached_result, (handler.CustomStreamWrapper, BaseResponsesAPIStreamingIterator))
+
+    should_defer.thinkflow_shim = True  # type: ignore[attr-defined]
+    handler._should_defer_streaming_cache_hit_callbacks = should_defer
+
+
 def enable_cache(settings: Mapping[str, Any]) -> Any:
     """Install ``litellm.cache`` for ``settings`` (``type`` disk or redis, ``dir``, ``ttl``, ``host``, ``port``,
     ``password``, ``namespace``) unless the same settings are already active; returns the ``litellm.Cache``.
@@ -173,6 +199,7 @@ def enable_cache(settings: Mapping[str, Any]) -> Any:
                           password=settings.get("password"), namespace=settings.get("namespace"))
         else:
             raise ValueError(f"unknown cache type {kind!r}; one of {', '.join(CACHE_TYPES)}")
+        _tolerate_proxy_import()
         litellm.cache = cache
         _ACTIVE["key"] = key
         return cache

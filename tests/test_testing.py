@@ -463,3 +463,41 @@ def test_live_runs_write_no_cassette_and_cache_flag_reuses_replies(project, open
     assert len(list((project / "tfcache" / "responses").glob("*.json"))) == 2
     cleared = runner.invoke(main, ["cache", "clear"])
     assert "removed 2 cached replies" in cleared.output
+
+
+def test_case_vars_session_model_and_max_steps_reach_the_run(project, openai_server):
+    write_agent(project, openai_server)
+    path = write_test(project, """\
+cases:
+  - name: introduce
+    task: My name is Ada.
+    session: chat
+    vars: {who: admins}
+    model: openai/other
+    expect: {status: completed, answer: {equals: Hello Ada.}}
+  - name: recall
+    task: What is my name?
+    session: chat
+    max_steps: 1
+    expect: {status: completed, max_steps: 1, answer: {contains: Ada}}
+""")
+    openai_server.push(text("Hello Ada."), text("Your name is Ada."))
+    results = TestRunner(mode="record").run_file(load_test_file(path))
+    assert [r.passed for r in results] == [True, True], [r.first_failure for r in results]
+    first, second = openai_server.requests
+    assert first["model"] == "other" and first["messages"][0]["content"].startswith("You help admins.")
+    assert second["model"] == "test"
+    assert [m["content"] for m in second["messages"][1:]] == ["My name is Ada.", "Hello Ada.", "What is my name?"]
+    openai_server.stop()
+    assert all(r.passed for r in TestRunner(mode="replay").run_file(load_test_file(path)))
+
+
+def test_a_passing_judge_verdict(project, openai_server):
+    write_agent(project, openai_server)
+    path = write_test(project, f"judge: {{model: openai/judge, api_base: '{openai_server.url}'}}\n" + CASE
+                      + "    judge: The answer gives the sum.\n")
+    script_adds(openai_server)
+    openai_server.push(text('{"pass": true, "reason": "It gives 5."}'))
+    (result,) = TestRunner(mode="record").run_file(load_test_file(path))
+    assert result.passed, result.first_failure
+    assert load_cassette(project / "cassettes" / "helper" / "adds.json").judge[0]["reply"]["text"].startswith('{"pass": true')

@@ -345,7 +345,7 @@ def check_test_file(path: Path, *, env: Mapping[str, str] | None = None
     tools: set[str] | None = None
     if agent_path is None:
         check.issue(("agent",), f"agent '{data['agent']}' not found",
-                    suggest(data["agent"], [k for k in known if not k.endswith(".test")]) or
+                    suggest(data["agent"], known) or
                     "give a path relative to this file, or a name in agents.d/", key=False)
     else:
         tools, agent_issues = _agent_tools(agent_path, env)

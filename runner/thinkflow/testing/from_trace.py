@@ -40,6 +40,16 @@ def flatten(events: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
             yield event
 
 
+def expanded(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` with every ``model_request`` holding its full messages and tools: traces that record each message
+    once (``parts``) are expanded by :func:`thinkflow.run.trace.expand_requests` where the trace module has it;
+    traces with full messages in each request pass as they are."""
+    from thinkflow.run import trace as trace_module
+
+    expand = getattr(trace_module, "expand_requests", None)
+    return expand(list(events)) if expand is not None else list(events)
+
+
 def model_calls(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The model calls of a trace as cassette interactions ``{"request", "reply"}``, in call order: each
     ``model_request`` paired with the ``model_replied`` that follows it (a request without a reply -- a failed
@@ -47,7 +57,7 @@ def model_calls(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     stop sequences."""
     calls: list[dict[str, Any]] = []
     pending: dict[str, Any] | None = None
-    for event in flatten(events):
+    for event in flatten(expanded(events)):
         kind = event.get("type")
         if kind == "model_request":
             pending = {

@@ -188,13 +188,12 @@ class TestRunner:
         recorded: list[list[dict[str, Any]]] = []
         judge_calls: list[dict[str, Any]] = []
         model, capabilities = "", {}
-        secrets: list[str] = []
+        secrets = _secrets(test, spec.secrets)
         for index in range(case.repeat):
             client: Any
             if cassette is not None:
                 client = ReplayClient(cassette.runs[index % len(cassette.runs)], model=cassette.model,
-                                      capabilities=cassette.capabilities, mode=case.replay,
-                                      secrets=_secrets(test, spec.secrets))
+                                      capabilities=cassette.capabilities, mode=case.replay, secrets=secrets)
             else:
                 inner = self.client_factory(spec.model, case.model)
                 client = RecordingClient(inner) if self.mode == "record" else inner
@@ -204,7 +203,6 @@ class TestRunner:
                 recorded.append(client.interactions)
                 model = client.model
                 capabilities = client.capabilities_dict()
-            secrets = _secrets(test, spec.secrets)
         if self.mode == "record" and recorded:
             save_cassette(test.cassette_path(case), Cassette(
                 agent=spec.name, case=case.name, model=model, capabilities=capabilities, runs=recorded,

@@ -102,6 +102,7 @@ def build(
     prompt_vars: dict[str, Any] | None = None,
     memory_dir: Path | None = None,
     client: Any = None,
+    share_client: bool = False,
 ) -> Agent:
     """Build the agent ``spec`` describes. Each of ``spec.agents`` becomes a tool taking a ``task``
     (:class:`thinkflow.run.delegation.SubAgentTool`; the sub-agent itself is built on its first call).
@@ -115,6 +116,7 @@ def build(
         prompt_vars: extra template variables (``--var``), merged over ``prompt.vars``.
         memory_dir: base directory of the embedded long-term store (default: the current directory).
         client: a ready model client to use instead of building one (tests, sub-agents).
+        share_client: the sub-agents use ``client`` too (``thinkflow test``: one cassette answers the whole run).
     Raises:
         ToolError: a tool cannot be built. MemoryStoreError: the long-term store cannot be opened.
         ModelError: the model cannot be set up (e.g. the embedded model's files are missing).
@@ -135,7 +137,7 @@ def build(
         from thinkflow.run.delegation import add_subagents
 
         add_subagents(toolbox, spec, approver=approver, on_progress=on_progress, memory_dir=memory_dir,
-                      model=model)
+                      model=model, client=client if share_client else None)
 
     summary_client = client
     st = spec.memory.short_term

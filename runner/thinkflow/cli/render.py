@@ -180,7 +180,8 @@ class LiveView:
         usage = e.usage or {}
         self.console.print(
             f"[dim]── step {e.step} · {seconds:.1f} s · {int(usage.get('prompt_tokens') or 0):,} in / "
-            f"{int(usage.get('completion_tokens') or 0):,} out tokens[/]"
+            f"{int(usage.get('completion_tokens') or 0):,} out tokens"
+            f"{' · cached' if getattr(e, 'cached', False) else ''}[/]"
         )
         if e.thought:
             self.console.print(f"[italic]{escape(shorten(e.thought, THOUGHT_CHARS))}[/]")
@@ -279,7 +280,8 @@ def render_trace(events: Iterable[dict[str, Any]], console: Console, *, full: bo
                     console.print(f"[magenta]{m.get('role')}[/]: {escape(text)}", highlight=False)
         elif kind == "model_replied":
             usage = e.get("usage") or {}
-            console.print(f"[dim]reply · {e.get('latency_s', 0):.1f} s · {format_usage(usage)}[/]")
+            cached = " · cached" if e.get("cached") else ""
+            console.print(f"[dim]reply · {e.get('latency_s', 0):.1f} s · {format_usage(usage)}{cached}[/]")
             if full:
                 console.print(f"[magenta]raw[/]: {escape(e.get('text') or '')}", highlight=False)
             if e.get("thought"):

@@ -100,9 +100,10 @@ class _Output:
 @click.option("--otel", is_flag=True,
               help="Export OpenTelemetry spans over OTLP (endpoint from OTEL_EXPORTER_OTLP_ENDPOINT, default "
                    "localhost:4318); also on with that variable set or the agent's telemetry block.")
+@click.option("--cache", is_flag=True, help="Answer repeated model requests from LiteLLM's response cache (as model.cache: true).")
 def run(agent_file: Path, task: tuple[str, ...], model: str | None, yes: bool, session_name: str | None,
         quiet: bool, as_json: bool, stream: bool | None, trace_dir: Path | None, max_steps: int | None,
-        variables: tuple[str, ...], otel: bool) -> None:
+        variables: tuple[str, ...], otel: bool, cache: bool) -> None:
     """Run the agent in AGENT.yaml on TASK, or chat with it when TASK is left out.
 
     TASK may be several words; "-" reads it from standard input. In chat, each line is a turn of the same
@@ -110,13 +111,13 @@ def run(agent_file: Path, task: tuple[str, ...], model: str | None, yes: bool, s
     """
     try:
         _run_command(agent_file, task, model, yes, session_name, quiet, as_json, stream, trace_dir, max_steps,
-                     variables, otel)
+                     variables, otel, cache)
     except KeyboardInterrupt:  # outside a run (the loop itself saves and returns "interrupted")
         raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, stream, trace_dir, max_steps,
-                 variables, otel=False) -> None:
+                 variables, otel=False, cache=False) -> None:
     from thinkflow.errors import ModelError, SessionError
 
     prompt_vars = _parse_vars(variables)
@@ -139,7 +140,7 @@ def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, str
         except SessionError as error:
             raise click.BadParameter(str(error), param_hint="--session") from None
     spec, agent, view = _prepare(agent_file, out, model=model, yes=yes, quiet=quiet or as_json, stream=stream,
-                                 prompt_vars=prompt_vars)
+                                 prompt_vars=prompt_vars, cache=cache)
     session = None
     if session_name is not None or chat:
         from thinkflow.run.session import Session
@@ -182,7 +183,7 @@ def _telemetry(spec: Any, flag: bool, out: _Output) -> Any:
         out.fail(EXIT_USAGE, "error", "OpenTelemetry is not installed: pip install 'thinkflow[otel]'")
 
 
-def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, prompt_vars):
+def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, prompt_vars, cache=False):
     from thinkflow.errors import MemoryStoreError, ModelError, PromptError, SpecError, ToolError
     from thinkflow.config.loader import load_agent
     from thinkflow.tools import choose_approver
@@ -194,6 +195,12 @@ def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, promp
         n = len(error.issues)
         out.fail(EXIT_CONFIG, "config_error", f"{agent_file}: {n} issue{'s' * (n != 1)}",
                  [str(i) for i in error.issues])
+    if cache:
+        import dataclasses
+
+        from thinkflow.model.client import with_cache
+
+        spec = dataclasses.replace(spec, model=with_cache(spec.model))
     view = LiveView(out.err, quiet=quiet, stream=bool(stream if stream is not None else spec.loop.stream))
     try:
         from thinkflow.agent import build

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-DEFAULT_DIRS = ("agents.d", "tools.d")
+DEFAULT_DIRS = ("agents.d", "tools.d", "tests.d")
 
 
 def _github_escape(text: str, *, prop: bool = False) -> str:
@@ -25,9 +25,9 @@ def _github_escape(text: str, *, prop: bool = False) -> str:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "github"]), default="text", show_default=True,
               help="text: file:line:col lines; json: one JSON object; github: workflow annotations.")
 def validate(paths: tuple[str, ...], fmt: str) -> None:
-    """Check agent and tool files (default: agents.d/ and tools.d/ under the current directory).
+    """Check agent, tool and test files (default: agents.d/, tools.d/ and tests.d/ under the current directory).
 
-    Checks the schema, environment variables, tools named by agents, prompt templates and sub-agents. Exit
+    Checks the schema, environment variables, tools named by agents, prompt templates and sub-agents; in test files (*.test.yaml) the agent, case names, regexes, answer schemas and tool names. Exit
     status: 0 all valid, 1 some file invalid, 2 usage error.
     """
     from thinkflow.config.loader import validate_paths
@@ -71,9 +71,9 @@ def validate(paths: tuple[str, ...], fmt: str) -> None:
 
 
 @click.command()
-@click.argument("kind", type=click.Choice(["agent", "tool"]), default="agent")
+@click.argument("kind", type=click.Choice(["agent", "tool", "test"]), default="agent")
 def schema(kind: str) -> None:
-    """Print the JSON Schema of an agent or a tool file, with shared parts inlined under $defs (for editors)."""
+    """Print the JSON Schema of an agent, a tool or a test file, with shared parts inlined under $defs (for editors)."""
     from thinkflow.config.schemas import bundled
 
     click.echo(json.dumps(bundled(kind), indent=2))

@@ -368,7 +368,12 @@ def load_agent(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = 
 
 
 def config_kind(path: Path) -> str:
-    """``"tool"`` or ``"agent"``: by folder (``tools.d``/``agents.d``), else a top-level ``kind`` key means a tool."""
+    """``"test"`` for ``*.test.yaml``; else ``"tool"`` or ``"agent"``: by folder (``tools.d``/``agents.d``), else a
+    top-level ``kind`` key means a tool."""
+    from thinkflow.config.testfile import is_test_file
+
+    if is_test_file(path):
+        return "test"
     parts = path.parts[:-1]
     for part in reversed(parts):
         if part == "tools.d":
@@ -392,7 +397,7 @@ def find_config_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
 
 def validate_paths(paths: Iterable[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None
                    ) -> ValidationResult:
-    """Check every agent and tool file under ``paths`` (files or directories); beyond what loading checks, the
+    """Check every agent, tool and test file under ``paths`` (files or directories); beyond what loading checks, the
     module of each python tool's ``entrypoint`` must be importable here and no tool name may be defined in two
     files.
 
@@ -412,6 +417,10 @@ def validate_paths(paths: Iterable[str | os.PathLike[str]], *, env: Mapping[str,
             docs = _parsed(path)[1]
             issues += file_issues or refs.entrypoint_issues(docs, path)
             issues += refs.defined_twice(docs, path, [spec.name for spec in specs], defined)
+        elif config_kind(path) == "test":
+            from thinkflow.config.testfile import check_test_file
+
+            issues += check_test_file(path, env=env)[1]
         else:
             issues += _agent_file(path, session, (), None)[1]
     return ValidationResult(sorted(dict.fromkeys(issues), key=lambda i: (i.file, i.line, i.column)), files)

@@ -228,5 +228,6 @@ def find_subagent(ref: str, base_dir: Path) -> tuple[Path | None, list[str]]:
             if candidate.is_file():
                 return candidate, []
         if folder.is_dir():
-            known += [p.stem for p in folder.iterdir() if p.suffix in YAML_SUFFIXES]
+            known += [p.stem for p in folder.iterdir()
+                      if p.suffix in YAML_SUFFIXES and not p.name.endswith((".test.yaml", ".test.yml"))]
     return None, known

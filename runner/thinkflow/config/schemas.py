@@ -20,7 +20,7 @@ from typing import Any
 from thinkflow.errors import ConfigIssue
 from thinkflow.config.yamlread import Marks, PathKey, dotted
 
-KINDS = ("agent", "tool", "model", "prompt", "loop", "memory")
+KINDS = ("agent", "tool", "model", "prompt", "loop", "memory", "test")
 """Names of the bundled schemas: ``<kind>.schema.json``."""
 
 BASE_URI = "https://thinkflow.dev/schemas/"

@@ -34,6 +34,8 @@ class ModelSpec:
         api_key: secret, already interpolated from the environment; never printed (repr hides it).
         stop: extra stop sequences.
         extra: provider parameters passed through unchanged (``num_ctx`` for Ollama, ``top_p``, ...).
+        cache: LiteLLM response-cache settings (``{"type": "disk"|"redis", "dir", "ttl", ...}``), or None when off
+            (see :mod:`thinkflow.model.cache`).
     """
 
     name: str | None = None
@@ -46,6 +48,7 @@ class ModelSpec:
     api_key: str | None = field(default=None, repr=False)
     stop: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    cache: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

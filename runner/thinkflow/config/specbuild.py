@@ -62,7 +62,17 @@ def model_from_dict(value: str | dict[str, Any] | None) -> ModelSpec:
         return ModelSpec()
     if isinstance(value, str):
         return ModelSpec(name=value)
-    return _build(ModelSpec, value, {"timeout": float, "fallbacks": tuple, "stop": tuple, "extra": dict})
+    return _build(ModelSpec, value, {"timeout": float, "fallbacks": tuple, "stop": tuple, "extra": dict,
+                                     "cache": _cache})
+
+
+def _cache(value: Any) -> dict[str, Any] | None:
+    """``model.cache``: False -> None, True -> ``{"type": "disk"}``, a mapping -> with ``type`` defaulted."""
+    if value is True:
+        return {"type": "disk"}
+    if not value:
+        return None
+    return {"type": "disk", **dict(value)}
 
 
 def prompt_from_dict(value: dict[str, Any] | None, *, system: Path | None = None) -> PromptSpec:

@@ -26,6 +26,8 @@ Call policy (provider docs + LiteLLM 1.x source):
 * ``response_format``: a JSON-schema format is sent when LiteLLM says the model supports response schemas (always
   for the embedded model: llama.cpp constrains output with a grammar), downgraded to ``{"type": "json_object"}``
   when only JSON mode is supported, dropped otherwise.
+* ``cache`` (``model.cache`` or ``--cache``): LiteLLM's response cache answers a request it has seen (disk by
+  default, Redis when configured; :mod:`thinkflow.model.cache`); the reply says ``cached=True``.
 * ``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set before LiteLLM is imported, so importing it makes no network call.
 """
 
@@ -110,6 +112,14 @@ def resolve_model(spec: ModelSpec, *, override: str | None = None,
             return replace(spec, name=default), f"No model configured: using {default} ({var} is set)."
     return (replace(spec, name=DEFAULT_LOCAL_MODEL),
             f"No model configured and no provider key found: using the embedded local model {DEFAULT_LOCAL_MODEL}.")
+
+
+def with_cache(spec: ModelSpec, settings: dict[str, Any] | None = None) -> ModelSpec:
+    """``spec`` with the response cache on (``--cache``): its own settings when it has some, else ``settings`` or
+    the disk cache."""
+    if spec.cache:
+        return spec
+    return replace(spec, cache=dict(settings or {"type": "disk"}))
 
 
 def build_client(spec: ModelSpec, *, override: str | None = None,
@@ -313,6 +323,10 @@ class LiteLLMClient:
         if fmt is not None:
             kwargs["response_format"] = fmt
         kwargs.update(route.extra)
+        if spec.cache:
+            from thinkflow.model.cache import request_options
+
+            kwargs.update(request_options(spec.cache))
         return kwargs
 
     def _response_format(self, response_format: dict | None) -> dict | None:

@@ -131,6 +131,7 @@ class ModelReply:
         raw: the provider's reply as a JSON-ready dict, for the trace.
         latency_s: wall time of the call in seconds.
         argument_errors: per tool-call id, why its arguments could not be decoded (the call keeps ``{}``).
+        cached: True when LiteLLM's response cache answered (no provider call was made).
     """
 
     text: str
@@ -141,6 +142,7 @@ class ModelReply:
     raw: dict[str, Any] | None = None
     latency_s: float = 0.0
     argument_errors: dict[str, str] = field(default_factory=dict)
+    cached: bool = False
 
     def to_message(self) -> Message:
         """The assistant message to append to the history."""

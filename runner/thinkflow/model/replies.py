@@ -87,8 +87,10 @@ def normalise_reply(response: Any, *, model: str, local: bool, latency: float) -
         raw = response.model_dump()
     except Exception:
         raw = None
+    from thinkflow.model.cache import served_from_cache
+
     return ModelReply(text=text, tool_calls=calls, finish_reason=finish, usage=usage, model=model, raw=raw,
-                      latency_s=latency, argument_errors=errors)
+                      latency_s=latency, argument_errors=errors, cached=served_from_cache(response))
 
 
 def usage_of(response: Any, *, local: bool) -> Usage:

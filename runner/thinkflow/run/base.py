@@ -30,6 +30,24 @@ STATUSES = (
     "interrupted",
 )
 
+#: the process exit code of each status (``thinkflow-run``; ``thinkflow test``'s ``exit_code`` assertion)
+EXIT_CODES = {
+    "completed": 0,
+    "max_steps": 1,
+    "timeout": 1,
+    "budget_exceeded": 1,
+    "loop_detected": 1,
+    "invalid_output": 1,
+    "model_error": 4,
+    "interrupted": 130,
+}
+
+
+def exit_code_of(status: str) -> int:
+    """The process exit code for a run status (see :data:`EXIT_CODES`; unknown statuses -> 1)."""
+    return EXIT_CODES.get(status, 1)
+
+
 Outcome = tuple[str, str, str | None]
 """``(status, answer, error)`` of a run's work."""
 

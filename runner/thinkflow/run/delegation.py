@@ -218,9 +218,10 @@ def _cap(text: str) -> str:
 
 def add_subagents(toolbox: Any, spec: AgentSpec, *, approver: Any = None,
                   on_progress: Callable[[str], None] | None = None, memory_dir: Any = None,
-                  model: str | None = None) -> None:
+                  model: str | None = None, client: Any = None) -> None:
     """Add a :class:`SubAgentTool` to ``toolbox`` for each of ``spec.agents`` (in order); ``model`` (the run's
-    ``--model``) overrides every sub-agent's model."""
+    ``--model``) overrides every sub-agent's model; ``client``, when given, answers for every sub-agent too (a
+    cassette replaying one run's model calls in order)."""
     for ref in spec.agents:
         toolbox.add(SubAgentTool(ref, spec, approver=approver, on_progress=on_progress, memory_dir=memory_dir,
-                                 model=model))
+                                 model=model, client=client))

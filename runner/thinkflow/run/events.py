@@ -115,7 +115,8 @@ class TextDelta(Event):
 class ModelReplied(Event):
     """The model answered. ``text`` and ``tool_calls`` as returned; ``action`` the parsed action
     (``{"kind": "tool"|"final"|"error", ...}``); ``thought`` the reasoning found; ``usage`` token counts and cost
-    (USD) of this call; ``latency_s`` seconds; ``raw`` the provider's reply."""
+    (USD) of this call; ``latency_s`` seconds; ``raw`` the provider's reply; ``cached`` True when LiteLLM's
+    response cache answered."""
 
     type: ClassVar[str] = "model_replied"
     step: int = 0
@@ -128,6 +129,7 @@ class ModelReplied(Event):
     usage: dict[str, Any] = field(default_factory=dict)
     latency_s: float = 0.0
     raw: dict[str, Any] | None = None
+    cached: bool = False
     time: float = field(default_factory=_now)
 
 

@@ -261,6 +261,7 @@ class _Run(RunBase):
                 tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
                 finish_reason=reply.finish_reason, thought=getattr(action, "thought", ""), action=action.to_dict(),
                 usage=reply.usage.to_dict(), latency_s=round(reply.latency_s, 3), raw=reply.raw,
+                cached=bool(getattr(reply, "cached", False)),
             ))
             if getattr(action, "thought", ""):
                 self.last_thought = action.thought

@@ -1,0 +1,56 @@
+"""``thinkflow cache clear``: empty LiteLLM's response cache (``model.cache`` / ``--cache``).
+
+Clears the disk cache (``--dir``, default ``$THINKFLOW_CACHE_DIR/responses`` or ``~/.cache/thinkflow/responses``);
+with ``--agent FILE`` whose ``model.cache`` is Redis, flushes that Redis cache instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def cache() -> None:
+    """The model response cache (LiteLLM's): turned on by model.cache: true or --cache."""
+
+
+@cache.command(name="clear")
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The disk cache directory (default ~/.cache/thinkflow/responses).")
+@click.option("--agent", "agent_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Clear the cache this agent's model.cache names (disk dir or Redis).")
+def clear(directory: Path | None, agent_file: Path | None) -> None:
+    """Remove every cached model reply."""
+    from thinkflow.model.cache import clear_disk_cache, default_cache_dir
+
+    settings = None
+    if agent_file is not None:
+        from thinkflow.config.loader import load_agent
+        from thinkflow.errors import SpecError
+
+        try:
+            settings = load_agent(agent_file).model.cache
+        except SpecError as error:
+            for issue in error.issues:
+                click.echo(str(issue), err=True)
+            raise SystemExit(3) from None
+        if not settings:
+            raise click.UsageError(f"{agent_file} has no model.cache")
+    if settings and settings.get("type") == "redis":
+        from thinkflow.model.cache import enable_cache
+
+        try:
+            enable_cache(settings).cache.flush_cache()
+        except Exception as error:  # noqa: BLE001 - redis missing or unreachable
+            raise click.ClickException(f"cannot flush the Redis cache: {error}") from None
+        click.echo("cleared the Redis response cache")
+        return
+    folder = directory or (Path(settings["dir"]).expanduser() if settings and settings.get("dir")
+                           else default_cache_dir())
+    removed = clear_disk_cache(folder)
+    click.echo(f"removed {removed} cached repl{'y' if removed == 1 else 'ies'} from {folder}")
+
+
+COMMANDS = [cache]

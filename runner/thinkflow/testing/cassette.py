@@ -1,0 +1,164 @@
+"""Cassettes: the model calls of a test case's runs, recorded once and replayed offline.
+
+A cassette is one JSON file per case (``<cassette_dir>/<case>.json``)::
+
+    {"version": 1, "agent": "calculator_agent", "case": "multiplies", "model": "openai/gpt-4o-mini",
+     "capabilities": {"function_calling": true, "json_schema": true, "json_mode": true},
+     "recorded_at": "2026-12-01T09:30:00Z",
+     "runs": [[{"request": {"messages": [...], "tools": [...], "response_format": null, "stop": []},
+                "reply": {"text": "...", "tool_calls": [{"id", "name", "arguments"}], "finish_reason": "stop",
+                          "usage": {...}, "model": "..."}}, ...]],
+     "judge": [{"request": ..., "reply": ...}]}
+
+``runs`` holds one list of interactions per repeat (in call order, sub-agents' calls included); ``judge`` the judge
+model's calls. Every string is redacted of the run's secrets before the file is written (atomically).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from thinkflow.atomic import atomic_write_bytes
+from thinkflow.errors import ThinkFlowError
+from thinkflow.model.messages import Message, ModelReply, ToolCall, Usage
+from thinkflow.redaction import Redactor
+
+CASSETTE_VERSION = 1
+
+
+class CassetteError(ThinkFlowError):
+    """A cassette is missing, unreadable or not a cassette."""
+
+
+def request_dict(messages: Sequence[Message | dict], *, tools: list[dict] | None = None,
+                 response_format: dict | None = None, stop: Sequence[str] = ()) -> dict[str, Any]:
+    """The comparable form of one model request: OpenAI message dicts, tool definitions, response format, stop
+    sequences (JSON-ready, round-tripped through JSON so tuples and lists compare equal)."""
+    data = {
+        "messages": [m.to_dict() if isinstance(m, Message) else dict(m) for m in messages],
+        "tools": list(tools or []),
+        "response_format": response_format,
+        "stop": list(stop),
+    }
+    return json.loads(json.dumps(data, ensure_ascii=False, default=str))
+
+
+def reply_dict(reply: ModelReply) -> dict[str, Any]:
+    """A reply as stored in a cassette (text, tool calls, finish reason, usage, model, argument errors)."""
+    return {
+        "text": reply.text,
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
+        "finish_reason": reply.finish_reason,
+        "usage": reply.usage.to_dict(),
+        "model": reply.model,
+        "argument_errors": dict(reply.argument_errors),
+    }
+
+
+def reply_from_dict(data: dict[str, Any]) -> ModelReply:
+    """The :class:`ModelReply` of a stored reply (latency 0, no raw reply)."""
+    usage = data.get("usage") or {}
+    return ModelReply(
+        text=str(data.get("text") or ""),
+        tool_calls=[ToolCall(str(c.get("id") or f"call_{i}"), str(c.get("name") or ""), dict(c.get("arguments") or {}))
+                    for i, c in enumerate(data.get("tool_calls") or [])],
+        finish_reason=data.get("finish_reason"),
+        usage=Usage(prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                    completion_tokens=int(usage.get("completion_tokens") or 0),
+                    total_tokens=int(usage.get("total_tokens") or 0), cost_usd=usage.get("cost_usd"),
+                    calls=int(usage.get("calls") or 1)),
+        model=str(data.get("model") or ""),
+        argument_errors=dict(data.get("argument_errors") or {}),
+    )
+
+
+@dataclass
+class Cassette:
+    """The recorded model calls of one case.
+
+    Attributes:
+        agent, case: names of the agent and the case.
+        model: the effective model string at recording time (the replay client reports it).
+        capabilities: what the model supported (``function_calling``, ``json_schema``, ``json_mode``), so the
+            replayed run picks the same action style.
+        runs: one list of ``{"request", "reply"}`` per repeat.
+        judge: the judge model's ``{"request", "reply"}`` calls, in order.
+        recorded_at: ISO 8601 UTC time of the recording.
+    """
+
+    agent: str
+    case: str
+    model: str
+    capabilities: dict[str, bool] = field(default_factory=dict)
+    runs: list[list[dict[str, Any]]] = field(default_factory=list)
+    judge: list[dict[str, Any]] = field(default_factory=list)
+    recorded_at: str = ""
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (see the module doc)."""
+        out = {"version": CASSETTE_VERSION, "agent": self.agent, "case": self.case, "model": self.model,
+               "capabilities": self.capabilities, "recorded_at": self.recorded_at, "runs": self.runs,
+               "judge": self.judge}
+        if self.source:
+            out["source"] = self.source
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, *, where: str = "<cassette>") -> "Cassette":
+        """Parse a cassette. Raises CassetteError when the shape is wrong."""
+        if not isinstance(data, dict) or data.get("version") != CASSETTE_VERSION:
+            raise CassetteError(f"{where}: not a version {CASSETTE_VERSION} cassette")
+        runs = data.get("runs")
+        if not isinstance(runs, list) or not all(isinstance(r, list) for r in runs):
+            raise CassetteError(f"{where}: 'runs' must be a list of lists of interactions")
+        for run in runs:
+            for item in run:
+                if not isinstance(item, dict) or not isinstance(item.get("request"), dict) \
+                        or not isinstance(item.get("reply"), dict):
+                    raise CassetteError(f"{where}: every interaction needs a 'request' and a 'reply' mapping")
+        return cls(agent=str(data.get("agent") or ""), case=str(data.get("case") or ""),
+                   model=str(data.get("model") or ""), capabilities=dict(data.get("capabilities") or {}),
+                   runs=runs, judge=list(data.get("judge") or []), recorded_at=str(data.get("recorded_at") or ""),
+                   source=str(data.get("source") or ""))
+
+
+def now_iso() -> str:
+    """The current UTC time as ``YYYY-mm-ddTHH:MM:SSZ``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def load_cassette(path: str | Path) -> Cassette:
+    """Read a cassette file. Raises CassetteError (missing file, bad JSON, wrong shape)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CassetteError(f"no cassette at {path} (record it with `thinkflow test --record`)") from None
+    except OSError as error:
+        raise CassetteError(f"cannot read the cassette {path}: {error.strerror or error}") from error
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CassetteError(f"{path}:{error.lineno}: not JSON: {error.msg}") from error
+    return Cassette.from_dict(data, where=str(path))
+
+
+def save_cassette(path: str | Path, cassette: Cassette, secrets: Iterable[str | None] = ()) -> Path:
+    """Write ``cassette`` to ``path`` atomically with every secret redacted; returns the path.
+
+    Raises:
+        CassetteError: the file cannot be written.
+    """
+    path = Path(path)
+    data = Redactor(secrets)(cassette.to_dict())
+    text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=False) + "\n"
+    try:
+        atomic_write_bytes(path, text.encode("utf-8"))
+    except OSError as error:
+        raise CassetteError(f"cannot write the cassette {path}: {error.strerror or error}") from error
+    return path

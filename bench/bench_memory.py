@@ -10,7 +10,8 @@ What is measured (all offline, real ChromaDB in a temporary directory, the packa
 
 1. Embedding throughput: sentences per second embedding synthetic sentences in batches of 64, and the latency of
    embedding one query.
-2. Write and recall latency at each size: the collection is first filled in bulk (the filler's embeddings are
+2. Write and recall latency at each size (recall with ``query_threads: 1``, the default, with torch's default threads,
+   and a bare Chroma query of the same collection with a ready embedding, interleaved per probe): the collection is first filled in bulk (the filler's embeddings are
    precomputed and cached in ``bench/.work/``; see ``filler`` in the JSON), then ``--probes`` single
    ``LongTermMemory.remember()`` calls and ``--probes`` ``LongTermMemory.recall(k=5)`` calls are timed end to end
    (embedding + Chroma). Median and p95 in milliseconds.
@@ -190,14 +191,29 @@ def bench_size(size: int, probes: int, base_vectors: Any, base_sentences: list[s
             t = time.perf_counter()
             memory.remember(text, {"kind": "probe"})
             writes.append(time.perf_counter() - t)
-        for i in range(probes):
+        default_threads = {"query_threads": None}
+        bare: list[float] = []
+        recalls_default: list[float] = []
+        for i in range(probes):  # the three ways interleaved, so a slow spell of the machine hits each alike
             query = f"Who {rng.choice(VERBS)} the {rng.choice(ADJS)} {rng.choice(NOUNS)} in {rng.choice(PLACES)}?"
+            memory.embedder.query_threads = 1
             t = time.perf_counter()
             hits = memory.recall(query, k=5)
             recalls.append(time.perf_counter() - t)
             assert len(hits) == 5
+            memory.embedder.query_threads = default_threads["query_threads"]
+            t = time.perf_counter()
+            memory.recall(query, k=5)
+            recalls_default.append(time.perf_counter() - t)
+            vector = memory.embedder.embed([query])  # untimed: the bare query gets its embedding for free
+            t = time.perf_counter()
+            memory.collection.query(query_embeddings=vector, n_results=5,
+                                    include=["documents", "metadatas", "distances"])
+            bare.append(time.perf_counter() - t)
+        memory.embedder.query_threads = 1
         count = memory.count()
-    return {"size": size, "count_after": count, **info, "write": ms(writes), "recall": ms(recalls)}
+    return {"size": size, "count_after": count, **info, "write": ms(writes), "recall": ms(recalls),
+            "recall_torch_default_threads": ms(recalls_default), "bare_chroma_query": ms(bare)}
 
 
 def bench_recall_quality(people: int, facts_per_person: int, store: Path) -> dict[str, Any]:
@@ -303,10 +319,12 @@ def print_table(results: dict[str, Any]) -> None:
                   f"load {results['loadavg_start']} -> {results['loadavg_end']}")
     console.print(f"embedding throughput: {e['sentences_per_s']} sentences/s (batch {e['batch_size']}); "
                   f"one query {e['single_query']['median_ms']} ms median")
-    table = Table("memories", "fill (items/s)", "write median", "write p95", "recall median", "recall p95")
+    table = Table("memories", "fill (items/s)", "write median", "write p95", "recall median", "recall p95",
+                  "recall p95, torch threads", "bare Chroma query p95")
     for row in results["sizes"]:
         table.add_row(f"{row['size']:,}", str(row["fill_items_per_s"]), f"{row['write']['median_ms']} ms",
-                      f"{row['write']['p95_ms']} ms", f"{row['recall']['median_ms']} ms", f"{row['recall']['p95_ms']} ms")
+                      f"{row['write']['p95_ms']} ms", f"{row['recall']['median_ms']} ms", f"{row['recall']['p95_ms']} ms",
+                      f"{row['recall_torch_default_threads']['p95_ms']} ms", f"{row['bare_chroma_query']['p95_ms']} ms")
     console.print(table)
     q = results["recall_quality"]
     quality = Table("method", f"recall@5 ({q['questions']} questions, {q['facts']} facts)")

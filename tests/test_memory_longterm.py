@@ -297,3 +297,33 @@ def test_missing_reranker_model_is_a_clear_error(tmp_path):
     with pytest.raises(MemoryStoreError, match=rf"^cannot load the reranker \(cross-encoder\) '{missing}' offline: .*"
                                               r"\(give a local model directory, or a model already in the Hugging Face cache\)$"):
         Reranker(str(missing)).score("q", ["p"])
+
+
+@pytest.mark.slow
+def test_recall_embeds_with_query_threads_and_needs_no_count(spec, monkeypatch):
+    import dataclasses
+
+    import torch
+
+    memory = LongTermMemory.open(dataclasses.replace(spec, query_threads=1))
+    memory.remember_many([(f, {"kind": "user_fact"}) for f in FACTS])
+    seen: list[int] = []
+    real_encode = memory.embedder._encode
+
+    def encode(model, texts):
+        seen.append(torch.get_num_threads())
+        return real_encode(model, texts)
+
+    def real_embed(texts):
+        return real_encode(memory.embedder._model(), texts)
+
+    monkeypatch.setattr(memory.embedder, "_encode", encode)
+    monkeypatch.setattr(memory.collection, "count", lambda: pytest.fail("recall counted the collection"))
+    torch.set_num_threads(2)
+    hits = memory.recall("Which port does the staging database use?", k=10)
+    assert hits[0].content == "The staging database runs on port 5433."
+    assert len(hits) == len(FACTS)  # k larger than the collection: what there is
+    assert seen == [1]  # the query was embedded with one thread
+    assert torch.get_num_threads() == 2  # and torch's own setting is back
+    memory.embedder.query_threads = None
+    assert memory.embedder.embed_query("x")[0] == pytest.approx(real_embed(["x"])[0], abs=1e-5)  # same vector

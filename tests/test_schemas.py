@@ -107,7 +107,7 @@ def doc(text):
     ("version: 1\nname: a\nloop: {stream: maybe}\n", "t.yaml:3:16: loop.stream: expected true or false, got a string"),
     ("version: 1\nname: a\nmemory: {long_term: {collection: c, k: 3}}\n",
      "t.yaml:3:37: memory.long_term.k: unknown key 'k' (allowed keys: collection, path, host, port, "
-     "embedding_model, remember, remember_tools, recall, retention)"),
+     "embedding_model, query_threads, remember, remember_tools, recall, retention)"),
     ("version: 1\nname: a\nmemory: {long_term: {collection: c, remember: [facts]}}\n",
      "t.yaml:3:48: memory.long_term.remember[0]: 'facts' is not one of 'final_answer', 'tool_results', "
      "'user_facts' (did you mean 'user_facts'?)"),

@@ -127,14 +127,20 @@ class Embedder:
         model: model name or local path (None or an alias of all-MiniLM-L6-v2: the packaged model).
         device: torch device, "cpu" by default.
         batch_size: texts per forward pass.
+        query_threads: torch CPU threads for embedding a few texts (a query, a remembered answer), or None for
+            torch's default.
+            Measured on 2 busy cores: one query embeds in ~60 ms with 1 thread and ~1.2 s with 2 (the threads
+            wait on each other); see bench/bench_memory.py.
 
     The model is loaded on first use and shared by every Embedder of the same model in the process.
     """
 
-    def __init__(self, model: str | None = None, *, device: str | None = None, batch_size: int = BATCH_SIZE):
+    def __init__(self, model: str | None = None, *, device: str | None = None, batch_size: int = BATCH_SIZE,
+                 query_threads: int | None = 1):
         self.name = canonical_model_name(model)
         self.device = device
         self.batch_size = batch_size
+        self.query_threads = query_threads
 
     def _model(self) -> Any:
         return _load("embedder", self.name, self.device)
@@ -149,19 +155,42 @@ class Embedder:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed ``texts`` in batches; returns one L2-normalised float vector per text ([] for no texts).
 
+        A few texts (at most ``SMALL_BATCH``: a recall query, a remembered answer) are embedded with
+        ``query_threads`` torch threads, torch's own count restored afterwards (a switch costs well under a
+        microsecond); larger batches use torch's default.
+
         Raises:
             MemoryStoreError: the model cannot be loaded offline.
         """
         if not texts:
             return []
-        vectors = self._model().encode(
-            list(texts),
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        model = self._model()  # imports torch through sentence-transformers
+        if self.query_threads is None or len(texts) > SMALL_BATCH:
+            return self._encode(model, texts)
+        import torch
+
+        with _threads_lock:
+            before = torch.get_num_threads()
+            torch.set_num_threads(self.query_threads)
+            try:
+                return self._encode(model, texts)
+            finally:
+                torch.set_num_threads(before)
+
+    def embed_query(self, text: str) -> list[list[float]]:
+        """``embed([text])``: one recall query's vector, as Chroma's ``query_embeddings`` takes it."""
+        return self.embed([text])
+
+    def _encode(self, model: Any, texts: Sequence[str]) -> list[list[float]]:
+        vectors = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                               convert_to_numpy=True, show_progress_bar=False)
         return vectors.astype("float32").tolist()
+
+
+SMALL_BATCH = 8  #: texts embedded with ``query_threads``
+
+
+_threads_lock = threading.Lock()
 
 
 class Reranker:

@@ -157,7 +157,7 @@ class LongTermMemory:
                 client = chromadb.PersistentClient(path=str(directory), settings=_settings())
             except Exception as exc:
                 raise MemoryStoreError(f"cannot open the memory store at {directory}: {exc}") from exc
-        embedder = Embedder(requested)
+        embedder = Embedder(requested, query_threads=spec.query_threads)
         ef = ef_class(requested)
         try:
             try:
@@ -205,18 +205,17 @@ class LongTermMemory:
         Defaults come from ``spec.recall`` (k, where, min_score). Only memories with cosine similarity >= min_score
         are returned. When ``spec.recall.reranker`` is set, ``k * 4`` (at least 20) candidates are re-ordered by the
         cross-encoder. ``k`` larger than the collection, an empty collection and a filter that matches nothing all
-        return ``[]`` without warnings.
+        return ``[]`` without warnings. Costs one query embedding and one Chroma query (no count first: Chroma
+        itself returns what there is when ``k`` exceeds it).
         """
         policy = self.spec.recall
         k = policy.k if k is None else k
         where = policy.where if where is None else where
         min_score = policy.min_score if min_score is None else min_score
-        total = self.count()
-        if k <= 0 or total == 0 or not query.strip():
+        if k <= 0 or not query.strip():
             return []
-        pool = max(k * RERANK_POOL, 20) if self._reranker else k
-        n_results = min(pool, total)
-        vector = self.embedder.embed([query])
+        n_results = max(k * RERANK_POOL, 20) if self._reranker else k
+        vector = self.embedder.embed_query(query)
         result = self._call(
             "recall",
             lambda: self.collection.query(

@@ -223,7 +223,7 @@ def test_sub_agent_tool_outside_a_run_runs_standalone(openai_server, tmp_path):
     helper = agent_spec(openai_server, tmp_path, "helper")
     owner = agent_spec(openai_server, tmp_path, "owner", agents=(sub(helper),))
     openai_server.push(text("standalone answer"))
-    result = SubAgentTool(sub(helper), owner).run({"task": "hello"})
+    result = SubAgentTool(sub(helper), owner, build=build).run({"task": "hello"})
     assert (result.status, result.text, result.data["status"], result.data["depth"]) == (
         "ok", "standalone answer", "completed", 1)
 

@@ -49,13 +49,7 @@ OWNERS: dict[str, set[str]] = {
 }
 
 # Imports that break the direction today and are being removed (issue 14); the list only shrinks.
-KNOWN: set[tuple[str, str]] = {
-    ("config", "tools"),  # refs: entry-point search and shell placeholders
-    ("config", "prompting"),  # loader: checks prompt vars
-    ("run", "agent"),  # delegation builds sub-agents
-    ("memory", "run"),  # remember_fact reads the run context
-    ("tools", "rich"),  # the terminal approval prompt
-}
+KNOWN: set[tuple[str, str]] = set()
 
 
 def _layer(module: Path) -> str:

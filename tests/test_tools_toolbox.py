@@ -3,8 +3,8 @@
 import sys
 
 from thinkflow.config.spec import AgentSpec, ToolRef, ToolSpec
-from thinkflow.tools import Toolbox, auto_approver, builtin_specs, terminal_approver
-from thinkflow.tools.approval import choose_approver
+from thinkflow.cli.approval import choose_approver, terminal_approver
+from thinkflow.tools import Toolbox, auto_approver, builtin_specs
 from thinkflow.tools.toolbox import build_tool
 
 SHELL_PARAMS = {"type": "object", "properties": {"command": {"type": "string"},

@@ -136,8 +136,8 @@ def build(
     if spec.agents:
         from thinkflow.run.delegation import add_subagents
 
-        add_subagents(toolbox, spec, approver=approver, on_progress=on_progress, memory_dir=memory_dir,
-                      model=model, client=client if share_client else None)
+        add_subagents(toolbox, spec, build=build, approver=approver, on_progress=on_progress,
+                      memory_dir=memory_dir, model=model, client=client if share_client else None)
 
     summary_client = client
     st = spec.memory.short_term

@@ -186,7 +186,7 @@ def _telemetry(spec: Any, flag: bool, out: _Output) -> Any:
 def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, prompt_vars, cache=False):
     from thinkflow.errors import MemoryStoreError, ModelError, PromptError, SpecError, ToolError
     from thinkflow.config.loader import load_agent
-    from thinkflow.tools import choose_approver
+    from thinkflow.cli.approval import choose_approver
     from thinkflow.cli.render import LiveView
 
     try:

@@ -197,7 +197,7 @@ def call_tool(name: str, args: tuple[str, ...], json_args: str | None, agent_pat
     """Run tool NAME once with the given arguments and print the observation and the structured result."""
     from rich.markup import escape
 
-    from thinkflow.tools.approval import choose_approver
+    from thinkflow.cli.approval import choose_approver
 
     approver = choose_approver(yes=yes)
     box = _toolbox(agent_path, None if agent_path else [name], workspace or Path.cwd(), approver)

@@ -19,10 +19,11 @@ from typing import Any, NamedTuple
 from thinkflow.config import refs
 from thinkflow.errors import ConfigIssue, PromptError, SpecError
 from thinkflow.config.interpolate import interpolate, redact_issue
+from thinkflow.config.prompt_vars import RUNTIME_PROMPT_VARS, template_variables
 from thinkflow.config.schemas import suggest, validate
 from thinkflow.config.spec import AgentSpec, SubAgentRef, ToolSpec
 from thinkflow.config.specbuild import agent_from_dict, prompt_from_dict, tool_from_dict
-from thinkflow.config.yamlread import Document, Marks, PathKey, parse_documents, read_text
+from thinkflow.config.yamlread import Document, Marks, PathKey, dotted, parse_documents, read_text
 
 _VARS = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
 _PARSED: dict[tuple[Any, ...], tuple[str | None, list[Document], list[ConfigIssue]]] = {}
@@ -194,8 +195,6 @@ class _Agent:
 
     def issue(self, path: PathKey, message: str, hint: str = "", key: bool = False) -> None:
         line, col = self.marks.at(path, key=key)
-        from thinkflow.config.yamlread import dotted
-
         self.issues.append(ConfigIssue(self.file, line, col, dotted(path), message, hint))
 
     def tools(self) -> dict[str, ToolSpec]:
@@ -234,8 +233,6 @@ class _Agent:
         return found
 
     def prompt(self) -> Path | None:
-        from thinkflow.prompting.templates import RUNTIME_PROMPT_VARS, template_variables
-
         prompt = self.data.get("prompt")
         if not isinstance(prompt, dict):
             return None

@@ -15,12 +15,10 @@ from typing import Any
 from thinkflow.errors import ConfigIssue
 from thinkflow.config.schemas import check_schema, suggest, yaml11_issue
 from thinkflow.config.spec import ToolSpec
-from thinkflow.tools.entrypoints import module_findable, search_dirs
-from thinkflow.tools.templating import placeholders
+from thinkflow.config.builtin_tools import builtin_specs
+from thinkflow.config.entrypoints import module_findable, search_dirs
+from thinkflow.config.placeholders import placeholders
 from thinkflow.config.yamlread import Marks, PathKey, dotted
-
-FALLBACK_BUILTINS = ("calculator", "read_file", "list_dir", "write_file", "read_csv", "query_data", "plot_chart")
-"""Built-in tool names assumed when ``thinkflow.tools.builtin`` is not importable."""
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -120,7 +118,7 @@ def check_tool(data: dict[str, Any], file: str, marks: Marks, base: PathKey = ()
 
 def entrypoint_issues(docs: list[Any], file: Path) -> list[ConfigIssue]:
     """For each python tool document in ``docs`` (of ``file``): an issue when the module of its ``entrypoint``
-    cannot be found where the tool would import it (:mod:`thinkflow.tools.entrypoints`). The function inside the
+    cannot be found where the tool would import it (:mod:`thinkflow.config.entrypoints`). The function inside the
     module is not checked: that would run the module's code."""
     issues = []
     for doc in docs:
@@ -181,12 +179,7 @@ def tool_search_paths(data: dict[str, Any], base_dir: Path) -> list[Path]:
 
 
 def builtin_tools(workspace: Path) -> dict[str, ToolSpec]:
-    """The built-in tools by name (``thinkflow.tools.builtin.builtin_specs``), or placeholders for the known
-    built-in names when that module is not available."""
-    try:
-        from thinkflow.tools.builtin import builtin_specs
-    except ImportError:
-        return {n: ToolSpec(name=n, description="built-in tool", kind="builtin") for n in FALLBACK_BUILTINS}
+    """The built-in tools by name (:func:`thinkflow.config.builtin_tools.builtin_specs`)."""
     return dict(builtin_specs(workspace))
 
 

@@ -14,7 +14,8 @@ import json
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from thinkflow.config.spec import LongTermSpec, ToolSpec
-from thinkflow.tools.base import ToolResult
+from thinkflow.errors import MemoryStoreError
+from thinkflow.tools.base import RunInfo, ToolResult
 from thinkflow.memory.shortterm import cut_middle
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -142,6 +143,7 @@ class RememberFactTool:
         self.memory = memory
         self.agent = agent
         self.session = session
+        self._run_session: str | None = None
         self.spec = ToolSpec(
             name=self.name,
             description=REMEMBER_FACT_DESCRIPTION,
@@ -149,6 +151,11 @@ class RememberFactTool:
             parameters=self.parameters(),
             timeout=60.0,
         )
+
+    def start_run(self, run: RunInfo) -> None:
+        """Remember the session of the run that is starting (:class:`thinkflow.tools.base.RunAware`): facts stored
+        during it are tagged with it unless the tool was built with a session of its own."""
+        self._run_session = run.session
 
     def parameters(self) -> dict[str, Any]:
         """JSON Schema: an object with one required non-empty string ``fact``."""
@@ -162,16 +169,11 @@ class RememberFactTool:
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         """Store ``arguments["fact"]`` (tagged with the session of the run calling it, when it has one); observation
         ``"Remembered: <fact>"``, data ``{"id": memory id}``."""
-        from thinkflow.errors import MemoryStoreError
-
         fact = arguments.get("fact")
         if not isinstance(fact, str) or not fact.strip():
             return ToolResult("invalid", "remember_fact needs a non-empty string argument 'fact'")
         fact = fact.strip()
-        from thinkflow.run.context import current_run
-
-        run = current_run()
-        session = self.session or (run.session if run is not None else None)
+        session = self.session or self._run_session
         try:
             mid = self.memory.remember(fact, _base_metadata(self.agent, session, KIND_USER_FACT))
         except MemoryStoreError as exc:

@@ -15,12 +15,14 @@ from functools import cache, lru_cache
 from typing import Any
 
 from thinkflow.errors import PromptError
+from thinkflow.config.prompt_vars import RUNTIME_PROMPT_VARS, TEMPLATE_NAME, syntax_error, template_variables
+from thinkflow.config.schemas import suggest
 from thinkflow.config.spec import PromptSpec
 
-RUNTIME_PROMPT_VARS = frozenset({"tools", "memories", "agent_name", "task"})
-"""Variables the runner passes to every agent prompt: the tool list, recalled memories, the agent's name, the task."""
+__all__ = ["RUNTIME_PROMPT_VARS", "check_prompt_vars", "environment", "render", "render_agent_prompt",
+           "prompt_variables", "render_builtin", "template_variables"]
 
-_NAME = "<template>"
+_NAME = TEMPLATE_NAME
 
 
 @cache
@@ -30,30 +32,6 @@ def environment() -> Any:
     from jinja2.sandbox import SandboxedEnvironment
 
     return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
-
-
-def _syntax_error(exc: Any, name: str) -> PromptError:
-    return PromptError(f"{name}:{exc.lineno}: template syntax error: {exc.message}")
-
-
-def template_variables(source: str, *, name: str = _NAME) -> set[str]:
-    """Names the template reads but does not define itself (``jinja2.meta.find_undeclared_variables``).
-
-    Raises:
-        PromptError: on a syntax error, as ``"<name>:<line>: template syntax error: <message>"``.
-    """
-    return set(_undeclared(source, name))
-
-
-@lru_cache(maxsize=256)
-def _undeclared(source: str, name: str) -> frozenset[str]:
-    from jinja2 import TemplateSyntaxError, meta
-
-    try:
-        ast = environment().parse(source)
-    except TemplateSyntaxError as exc:
-        raise _syntax_error(exc, name) from None
-    return frozenset(meta.find_undeclared_variables(ast))
 
 
 def prompt_variables(prompt: PromptSpec) -> set[str]:
@@ -80,8 +58,6 @@ def check_prompt_vars(prompt: PromptSpec, names: Any) -> None:
     name = _agent_template(prompt)[1]
     for key in names:
         if key not in known:
-            from thinkflow.config.schemas import suggest
-
             uses = f"it uses {', '.join(sorted(known))}" if known else "it uses no variables"
             hint = suggest(key, sorted(known))
             raise PromptError(f"--var {key}: the agent's prompt ({name}) has no variable {key!r}; {uses}"
@@ -105,7 +81,7 @@ def _compiled(source: str, name: str) -> Any:
     try:
         return environment().from_string(source)
     except TemplateSyntaxError as exc:
-        raise _syntax_error(exc, name) from None
+        raise syntax_error(exc, name) from None
 
 
 def render(source: str, variables: dict[str, Any], *, name: str = _NAME) -> str:

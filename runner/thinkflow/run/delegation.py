@@ -41,6 +41,9 @@ TASK_PARAMETERS: dict[str, Any] = {
 }
 """The arguments every sub-agent tool takes."""
 
+BuildAgent = Callable[..., Any]
+"""``build(spec, *, model, approver, on_progress, memory_dir, client) -> Agent`` (:func:`thinkflow.agent.build`)."""
+
 MAX_OBSERVATION_BYTES = 16384
 """Cap on the sub-agent answer shown to the caller (head and tail kept around a marker)."""
 
@@ -70,6 +73,9 @@ class SubAgentTool:
     Args:
         ref: the sub-agent (tool ``name``, ``description``, resolved ``spec``).
         owner: the spec of the agent whose toolbox holds this tool (its ``name`` and ``max_depth``).
+        build: builds the sub-agent from its spec, as :func:`thinkflow.agent.build` does (called with the spec and
+            ``model``, ``approver``, ``on_progress``, ``memory_dir``, ``client`` keywords); passed in by the
+            composition root, so the run engine never imports it.
         approver: approves ``confirm`` tool calls inside the sub-agent (the caller's approver), or None.
         on_progress: progress lines while the sub-agent's model is set up (embedded model), or None.
         memory_dir: base directory of long-term stores (as for :func:`thinkflow.agent.build`), or None.
@@ -85,10 +91,11 @@ class SubAgentTool:
     parallel_safe = False
     """Sub-agent calls run one at a time in the caller's thread (their events nest in the caller's trace)."""
 
-    def __init__(self, ref: SubAgentRef, owner: AgentSpec, *, approver: Any = None,
+    def __init__(self, ref: SubAgentRef, owner: AgentSpec, *, build: BuildAgent, approver: Any = None,
                  on_progress: Callable[[str], None] | None = None, memory_dir: Any = None, client: Any = None,
                  model: str | None = None):
         self.ref = ref
+        self.build = build
         self.model = model
         self.owner = owner
         self.approver = approver
@@ -118,9 +125,7 @@ class SubAgentTool:
     def _built(self) -> Any:
         """The sub-agent, built once on first use and reused (each call is a fresh run)."""
         if self._agent is None:
-            from thinkflow.agent import build
-
-            self._agent = build(self.ref.spec, model=self.model, approver=self.approver,
+            self._agent = self.build(self.ref.spec, model=self.model, approver=self.approver,
                                 on_progress=self.on_progress, memory_dir=self.memory_dir, client=self.client)
         return self._agent
 
@@ -216,12 +221,12 @@ def _cap(text: str) -> str:
     return cap_text(text, MAX_OBSERVATION_BYTES)[0]
 
 
-def add_subagents(toolbox: Any, spec: AgentSpec, *, approver: Any = None,
+def add_subagents(toolbox: Any, spec: AgentSpec, *, build: BuildAgent, approver: Any = None,
                   on_progress: Callable[[str], None] | None = None, memory_dir: Any = None,
                   model: str | None = None, client: Any = None) -> None:
     """Add a :class:`SubAgentTool` to ``toolbox`` for each of ``spec.agents`` (in order); ``model`` (the run's
     ``--model``) overrides every sub-agent's model; ``client``, when given, answers for every sub-agent too (a
-    cassette replaying one run's model calls in order)."""
+    cassette replaying one run's model calls in order); ``build`` builds each sub-agent on its first call."""
     for ref in spec.agents:
-        toolbox.add(SubAgentTool(ref, spec, approver=approver, on_progress=on_progress, memory_dir=memory_dir,
-                                 model=model, client=client))
+        toolbox.add(SubAgentTool(ref, spec, build=build, approver=approver, on_progress=on_progress,
+                                 memory_dir=memory_dir, model=model, client=client))

@@ -39,6 +39,7 @@ from thinkflow.run.base import RunBase, RunResult, Stop
 from thinkflow.run.context import activate
 from thinkflow.reply.styles import MALFORMED_BEFORE_SWITCH, NEXT_STYLE, choose_style, style_kwargs, textualize
 from thinkflow.run.tool_calls import PARTIAL_OBSERVATION_CHARS, admit_calls, execute_calls, observation_messages, shorten
+from thinkflow.tools.base import RunInfo
 from thinkflow.tools.validation import tool_for_prompt
 
 
@@ -123,10 +124,8 @@ class _Run(RunBase):
                 caps = None
         self.style = choose_style(self.loop_spec.style, caps)
         self.session_history = self._load_session()
-        if self.session is not None:
-            tool = self.toolbox.get("remember_fact") if hasattr(self.toolbox, "get") else None
-            if tool is not None and hasattr(tool, "session"):
-                tool.session = self.session.name
+        self.toolbox.start_run(RunInfo(run_id=self.run_id, agent=self.spec.name,
+                                       session=self.session.name if self.session is not None else None))
         self._announce(self._limits(self.max_steps), len(self.session_history))
         lt = self.spec.memory.long_term
         if getattr(self.agent, "long_term", None) is not None and lt is not None:

@@ -3,7 +3,7 @@
 Light to import: httpx, pandas and matplotlib are imported only when a tool of that kind runs.
 """
 
-from thinkflow.tools.approval import Approver, auto_approver, choose_approver, terminal_approver
+from thinkflow.tools.approval import Approver, auto_approver
 from thinkflow.tools.base import Tool, ToolResult, ToolStatus
 from thinkflow.tools.builtin import BUILTIN_NAMES, builtin_specs
 from thinkflow.tools.registry import tool
@@ -21,9 +21,7 @@ __all__ = [
     "auto_approver",
     "build_tool",
     "builtin_specs",
-    "choose_approver",
     "derive_parameters",
     "template_placeholders",
-    "terminal_approver",
     "tool",
 ]

@@ -1,9 +1,10 @@
-"""The tool protocol: what every tool kind returns and how the loop calls it."""
+"""The tool protocol: what every tool kind returns and how the loop calls it, and the run context a tool may
+declare it needs (:class:`RunAware`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from thinkflow.config.spec import ToolSpec
 
@@ -44,4 +45,30 @@ class Tool(Protocol):
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         """Run the tool once and return its result."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a run tells the tools that ask for it (:class:`RunAware`) when it starts.
+
+    Attributes:
+        run_id: the run's id.
+        agent: the running agent's name.
+        session: the name of the run's session (``--session``), or None.
+    """
+
+    run_id: str
+    agent: str
+    session: str | None = None
+
+
+@runtime_checkable
+class RunAware(Protocol):
+    """A tool that needs to know the run calling it (e.g. ``remember_fact`` tags facts with the run's session).
+    :meth:`thinkflow.tools.toolbox.Toolbox.start_run` calls :meth:`start_run` on every such tool before the run's
+    first step."""
+
+    def start_run(self, run: RunInfo) -> None:
+        """Take note of the run that is starting (called once per run, before any call of the tool)."""
         ...

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from thinkflow.errors import ToolError
 from thinkflow.config.spec import ToolSpec
 from thinkflow.tools.base import ToolResult
-from thinkflow.tools.entrypoints import search_dirs
+from thinkflow.config.entrypoints import search_dirs
 from thinkflow.tools.output import cap_text, decode
 from thinkflow.tools.registry import load_entry_point, registered
 from thinkflow.tools.schema import derive_parameters

@@ -1,7 +1,6 @@
-"""``{param}`` placeholders in shell command and HTTP request templates.
+"""Filling ``{param}`` placeholders (:mod:`thinkflow.config.placeholders`) in shell command and HTTP request
+templates.
 
-A placeholder is ``{name}`` with ``name`` a Python identifier. ``${NAME}`` (a shell variable in a ``shell: true``
-script) and ``{{name}}`` are not placeholders, and neither is any other brace text (``awk '{print $1}'``, ``{}``).
 Argument values are data: they are inserted once and never re-scanned for placeholders.
 """
 
@@ -11,14 +10,11 @@ import json
 import re
 from typing import Any, Callable, Iterable
 
+from thinkflow.config.placeholders import PLACEHOLDER, placeholders
 from thinkflow.config.spec import ToolSpec
 
-PLACEHOLDER = re.compile(r"(?<![${])\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
-
-
-def placeholders(template: str) -> list[str]:
-    """Names of the placeholders in one template string, in order (repeats kept)."""
-    return PLACEHOLDER.findall(template)
+__all__ = ["PLACEHOLDER", "effective_arguments", "placeholders", "render", "template_placeholders", "value_text",
+           "whole_placeholder"]
 
 
 def _strings(value: Any) -> Iterable[str]:

@@ -20,7 +20,7 @@ from thinkflow.errors import ToolError
 from thinkflow.redaction import redact
 from thinkflow.config.spec import AgentSpec, ToolRef, ToolSpec
 from thinkflow.tools.approval import Approver
-from thinkflow.tools.base import Tool, ToolResult
+from thinkflow.tools.base import RunAware, RunInfo, Tool, ToolResult
 from thinkflow.tools.builtin import BuiltinTool, builtin_specs
 from thinkflow.tools.validation import check_arguments
 
@@ -146,6 +146,13 @@ class Toolbox:
         """Add (or replace) a tool, e.g. a sub-agent or memory tool."""
         self._tools[tool.spec.name] = tool
         self._refs[tool.spec.name] = ref or ToolRef(name=tool.spec.name)
+
+    def start_run(self, run: RunInfo) -> None:
+        """Tell every tool that declares it needs run context (:class:`~thinkflow.tools.base.RunAware`) which run
+        is starting."""
+        for tool in self._tools.values():
+            if isinstance(tool, RunAware):
+                tool.start_run(run)
 
     def definitions(self) -> list[dict[str, Any]]:
         """Tools in the OpenAI format: ``[{"type": "function", "function": {"name", "description",

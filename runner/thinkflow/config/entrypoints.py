@@ -1,7 +1,7 @@
 """Where a python tool's ``entrypoint`` module is looked for, and whether it is there (without importing it).
 
 Light to import (importlib only): ``thinkflow validate`` uses it to report a missing module, and
-:func:`thinkflow.tools.python.resolve_function` to import one.
+:func:`thinkflow.tools.python.resolve_function` to import one. It lives in config so the checks need not import the tools layer.
 """
 
 from __future__ import annotations

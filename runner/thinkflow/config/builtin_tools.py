@@ -1,0 +1,152 @@
+"""The built-in tools as data: their names, descriptions, parameter schemas and timeouts.
+
+Both the config checks (which names an agent may list, what their specs are) and the tools layer (which builds
+and runs them, :mod:`thinkflow.tools.builtin`) read this module, so config never imports tools. Pure data; imports
+nothing but the spec types.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from thinkflow.config.spec import ToolSpec
+
+BUILTIN_NAMES: tuple[str, ...] = (
+    "calculator",
+    "read_file",
+    "list_dir",
+    "write_file",
+    "read_csv",
+    "query_data",
+    "plot_chart",
+)
+
+_AGGS = ["sum", "mean", "count", "min", "max"]
+
+PARAMETERS: dict[str, dict[str, Any]] = {
+    "calculator": {
+        "type": "object",
+        "properties": {
+            "expression": {
+                "type": "string",
+                "description": "Arithmetic expression, e.g. '(2 + 3) * sqrt(16) / 4'. Supports + - * / // % **, "
+                "parentheses, and sqrt, log, log10, exp, sin, cos, tan, abs, round, min, max, floor, ceil, pi, e.",
+            }
+        },
+        "required": ["expression"],
+        "additionalProperties": False,
+    },
+    "read_file": {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path relative to the workspace."},
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    },
+    "list_dir": {
+        "type": "object",
+        "properties": {
+            "path": {
+                "type": "string",
+                "description": "Directory relative to the workspace ('.' for the workspace itself).",
+                "default": ".",
+            },
+        },
+        "additionalProperties": False,
+    },
+    "write_file": {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path relative to the workspace."},
+            "content": {"type": "string", "description": "Text to write (replaces the file)."},
+        },
+        "required": ["path", "content"],
+        "additionalProperties": False,
+    },
+    "read_csv": {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "CSV file relative to the workspace."},
+            "rows": {"type": "integer", "description": "How many first rows to show.", "default": 5,
+                     "minimum": 0, "maximum": 100},
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    },
+    "query_data": {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "CSV file relative to the workspace."},
+            "group_by": {"type": "string", "description": "Column to group rows by (optional)."},
+            "column": {"type": "string", "description": "Column to aggregate (optional for agg 'count')."},
+            "agg": {"type": "string", "enum": _AGGS,
+                    "description": "Aggregate of column per group (default: sum of column, or count of rows when "
+                    "no column is given)."},
+            "filter": {
+                "type": "string",
+                "description": "Optional row filter like \"region == 'North'\" or 'units > 10' "
+                "(column, one of == != > >= < <=, value; join several with ' and ').",
+            },
+            "sort": {"type": "string", "enum": ["asc", "desc"],
+                     "description": "Sort by the aggregated value (or by column when not aggregating)."},
+            "top": {"type": "integer", "minimum": 1, "description": "Keep only the first N rows of the result."},
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    },
+    "plot_chart": {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "CSV file relative to the workspace."},
+            "kind": {"type": "string", "enum": ["line", "bar", "scatter"], "description": "Chart type.",
+                     "default": "bar"},
+            "x": {"type": "string", "description": "Column for the x axis (the group when agg is given)."},
+            "y": {"type": "string", "description": "Column for the y axis."},
+            "agg": {"type": "string", "enum": _AGGS,
+                    "description": "Optional: aggregate y per x value before plotting."},
+            "title": {"type": "string", "description": "Chart title (optional)."},
+            "output": {"type": "string",
+                       "description": "PNG file to write, relative to the workspace (default charts/<y>_by_<x>.png)."},
+        },
+        "required": ["path", "x", "y"],
+        "additionalProperties": False,
+    },
+}
+
+DESCRIPTIONS: dict[str, str] = {
+    "calculator": "Evaluate an arithmetic expression exactly and return the number.",
+    "read_file": "Read a text file from the workspace.",
+    "list_dir": "List the files and directories in a workspace directory.",
+    "write_file": "Write a text file in the workspace (creates parent directories).",
+    "read_csv": "Describe a CSV file: number of rows and columns, column names and types, and the first rows.",
+    "query_data": "Query a CSV file: optional filter, group by a column, aggregate a column "
+    "(sum, mean, count, min, max), sort and keep the top N rows.",
+    "plot_chart": "Plot a line, bar or scatter chart from a CSV file (optionally aggregated) and save it as a PNG; "
+    "returns the file path.",
+}
+
+TIMEOUTS: dict[str, float] = {"plot_chart": 60.0, "query_data": 60.0, "read_csv": 60.0}
+
+
+def builtin_specs(workspace: Path | None = None) -> dict[str, ToolSpec]:
+    """The specs of every built-in tool, by name (kind "builtin"; ``write_file`` has ``confirm=True``).
+
+    Args:
+        workspace: the root the file tools are confined to; it is not stored in the spec (``build_builtin``
+            receives it), so the specs are the same for any workspace.
+    Returns:
+        ``{name: ToolSpec}`` in the order of ``BUILTIN_NAMES``. Imports nothing heavy.
+    """
+    return {
+        name: ToolSpec(
+            name=name,
+            description=DESCRIPTIONS[name],
+            kind="builtin",
+            parameters=PARAMETERS[name],
+            timeout=TIMEOUTS.get(name, 30.0),
+            confirm=(name == "write_file"),
+        )
+        for name in BUILTIN_NAMES
+    }

@@ -15,6 +15,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from thinkflow.text import clip
+
 OBSERVATION_CHARS = 400
 OBSERVATION_LINES = 8
 THOUGHT_CHARS = 600
@@ -28,18 +30,9 @@ STATUS_STYLE = {
 
 
 def shorten(text: str, chars: int = OBSERVATION_CHARS, lines: int = OBSERVATION_LINES) -> str:
-    """``text`` cut to at most ``lines`` lines and ``chars`` characters, with a note of what was cut."""
-    text = text.rstrip()
-    parts = text.splitlines()
-    cut_lines = 0
-    if len(parts) > lines:
-        cut_lines = len(parts) - lines
-        text = "\n".join(parts[:lines])
-    if len(text) > chars:
-        text = text[:chars].rstrip() + " …"
-    if cut_lines:
-        text += f"\n… ({cut_lines} more lines)"
-    return text
+    """``text`` cut to at most ``lines`` lines and ``chars`` characters, with a note of what was cut
+    (:func:`thinkflow.text.clip`)."""
+    return clip(text, chars, lines)
 
 
 def format_arguments(arguments: Any, chars: int = 300) -> str:

@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from thinkflow.text import closest
+
 EXIT_TOOL_FAILED = 1
 EXIT_USAGE = 2
 
@@ -216,11 +218,8 @@ def call_tool(name: str, args: tuple[str, ...], json_args: str | None, agent_pat
             key, value = parse_arg(pair, parameters)
             arguments[key] = value
     if name not in box and not agent_path:
-        import difflib
-
-        known = list(_standalone_specs(workspace or Path.cwd())[0])
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        close = closest(name, _standalone_specs(workspace or Path.cwd())[0])
+        hint = f" (did you mean {close!r}?)" if close else ""
         _fail(f"no tool {name!r} in ./tools.d, the built-ins, registered tools or entry points{hint}")
     result = box.call(name, arguments)
     if fmt == "json":

@@ -18,9 +18,10 @@ from typing import Any, NamedTuple
 
 from thinkflow.config import refs
 from thinkflow.errors import ConfigIssue, PromptError, SpecError
+from thinkflow.text import did_you_mean
 from thinkflow.config.interpolate import interpolate, redact_issue
 from thinkflow.config.prompt_vars import RUNTIME_PROMPT_VARS, template_variables
-from thinkflow.config.schemas import suggest, validate
+from thinkflow.config.schemas import validate
 from thinkflow.config.spec import AgentSpec, SubAgentRef, ToolSpec
 from thinkflow.config.specbuild import agent_from_dict, prompt_from_dict, tool_from_dict
 from thinkflow.config.yamlread import Document, Marks, PathKey, dotted, parse_documents, read_text
@@ -228,7 +229,7 @@ class _Agent:
                 found[name] = refs.entry_point_tools()[name]
             else:
                 known = [*index, *builtins, *refs.entry_point_tools()]
-                self.issue(at, f"unknown tool '{name}'", suggest(name, known) or
+                self.issue(at, f"unknown tool '{name}'", did_you_mean(name, known) or
                            "define it in tools.d/, list its file under tool_paths, or use a built-in")
         return found
 
@@ -288,7 +289,7 @@ class _Agent:
             at = ("agents", i, "agent") if isinstance(entry, dict) else ("agents", i)
             target, known = refs.find_subagent(ref, self.base_dir)
             if target is None:
-                self.issue(at, f"sub-agent '{ref}' not found", suggest(ref, known) or
+                self.issue(at, f"sub-agent '{ref}' not found", did_you_mean(ref, known) or
                            "give a path to its file, or put it in agents.d/")
                 continue
             resolved = target.resolve()

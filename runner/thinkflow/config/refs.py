@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from thinkflow.errors import ConfigIssue
-from thinkflow.config.schemas import check_schema, suggest, yaml11_issue
+from thinkflow.text import did_you_mean
+from thinkflow.config.schemas import check_schema, yaml11_issue
 from thinkflow.config.spec import ToolSpec
 from thinkflow.config.builtin_tools import builtin_specs
 from thinkflow.config.entrypoints import module_findable, search_dirs
@@ -104,7 +105,7 @@ def check_tool(data: dict[str, Any], file: str, marks: Marks, base: PathKey = ()
         for name in placeholders(text):
             used.add(name)
             if name not in properties:
-                hint = suggest(name, properties) or "declare it under parameters.properties"
+                hint = did_you_mean(name, properties) or "declare it under parameters.properties"
                 issues.append(_issue(file, marks, path, f"placeholder '{{{name}}}' is not a declared parameter", hint))
     required = parameters.get("required")
     if isinstance(required, list):

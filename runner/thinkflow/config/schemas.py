@@ -12,12 +12,12 @@ offending key or value, a short message and a hint::
 
 from __future__ import annotations
 
-import difflib
 import json
 from functools import cache
 from typing import Any
 
 from thinkflow.errors import ConfigIssue
+from thinkflow.text import did_you_mean
 from thinkflow.config.yamlread import Marks, PathKey, dotted
 
 KINDS = ("agent", "tool", "model", "prompt", "loop", "memory", "test")
@@ -203,12 +203,6 @@ def validate(
     return sorted(issues.values(), key=lambda i: (i.line, i.column, i.path))
 
 
-def suggest(word: str, choices: Any) -> str:
-    """``"did you mean 'x'?"`` for the closest choice (difflib), or ``""``."""
-    match = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f"did you mean '{match[0]}'?" if match else ""
-
-
 def _kind_of(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
@@ -272,7 +266,7 @@ def _translate(error: Any, file: str, marks: Marks, base: PathKey) -> list[Confi
             sub = path + (key,)
             line, col = at(sub)
             listed = ", ".join(k for k in known if k != "$schema")
-            hint = suggest(key, known) or (f"a {kind} tool takes: {listed}" if kind else
+            hint = did_you_mean(key, known) or (f"a {kind} tool takes: {listed}" if kind else
                                            f"allowed keys: {listed}" if known else "remove it")
             out.append(ConfigIssue(file, line, col, dotted(sub), f"unknown key '{key}'", hint))
         if out or patterns:
@@ -305,7 +299,7 @@ def _translate(error: Any, file: str, marks: Marks, base: PathKey) -> list[Confi
             message = f"expected {shown}, got {got}"
         else:
             message = f"{got} is not one of {shown}"
-        hint = suggest(value, choices) if isinstance(value, str) else ""
+        hint = did_you_mean(value, choices) if isinstance(value, str) else ""
         if not hint and path[-1:] == ("version",):
             hint = "this runner reads config version 1"
         return [ConfigIssue(file, line, col, where, message, hint)]

@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 
 from thinkflow.model.messages import Message
 from thinkflow.config.spec import ShortTermSpec
+from thinkflow.text import cut_middle as text_cut_middle
 
 SUMMARY_PREFIX = "Summary of earlier conversation: "
 DROPPED_TOOL_RESULT = "[tool result dropped to fit the context budget]"
@@ -33,14 +34,9 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
 
 def cut_middle(text: str, keep_chars: int) -> str:
     """Keep the head and tail of ``text`` (``keep_chars`` characters in all) around a marker saying how many
-    characters were cut; returns ``text`` unchanged when it already fits."""
-    if len(text) <= keep_chars:
-        return text
-    keep_chars = max(keep_chars, 2)
-    head = keep_chars * 2 // 3
-    tail = keep_chars - head
-    cut = len(text) - head - tail
-    return f"{text[:head]}\n[... {cut} characters cut to fit the context budget ...]\n{text[len(text) - tail:]}"
+    characters were cut to fit the context budget (:func:`thinkflow.text.cut_middle`); ``text`` unchanged when it
+    already fits."""
+    return text_cut_middle(text, keep_chars, reason="to fit the context budget", newline=True)
 
 
 def _is_summary(m: Message) -> bool:

@@ -15,8 +15,8 @@ from functools import cache, lru_cache
 from typing import Any
 
 from thinkflow.errors import PromptError
+from thinkflow.text import did_you_mean
 from thinkflow.config.prompt_vars import RUNTIME_PROMPT_VARS, TEMPLATE_NAME, syntax_error, template_variables
-from thinkflow.config.schemas import suggest
 from thinkflow.config.spec import PromptSpec
 
 __all__ = ["RUNTIME_PROMPT_VARS", "check_prompt_vars", "environment", "render", "render_agent_prompt",
@@ -59,7 +59,7 @@ def check_prompt_vars(prompt: PromptSpec, names: Any) -> None:
     for key in names:
         if key not in known:
             uses = f"it uses {', '.join(sorted(known))}" if known else "it uses no variables"
-            hint = suggest(key, sorted(known))
+            hint = did_you_mean(key, sorted(known))
             raise PromptError(f"--var {key}: the agent's prompt ({name}) has no variable {key!r}; {uses}"
                               + (f" ({hint})" if hint else ""))
 

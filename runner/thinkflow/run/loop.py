@@ -38,7 +38,8 @@ from thinkflow.reply.parsing import parse_reply
 from thinkflow.run.base import RunBase, RunResult, Stop
 from thinkflow.run.context import activate
 from thinkflow.reply.styles import MALFORMED_BEFORE_SWITCH, NEXT_STYLE, choose_style, style_kwargs, textualize
-from thinkflow.run.tool_calls import PARTIAL_OBSERVATION_CHARS, admit_calls, execute_calls, observation_messages, shorten
+from thinkflow.run.tool_calls import PARTIAL_OBSERVATION_CHARS, admit_calls, execute_calls, observation_messages
+from thinkflow.text import cut_middle
 from thinkflow.tools.base import RunInfo
 from thinkflow.tools.validation import tool_for_prompt
 
@@ -383,5 +384,5 @@ class _Run(RunBase):
             return self.last_answer_attempt
         if self.last_observation is not None:
             name, text = self.last_observation
-            return f"No final answer was reached. Last result ({name}): {shorten(text.strip(), PARTIAL_OBSERVATION_CHARS)}"
+            return f"No final answer was reached. Last result ({name}): {cut_middle(text.strip(), PARTIAL_OBSERVATION_CHARS)}"
         return self.last_thought

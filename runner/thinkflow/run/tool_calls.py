@@ -14,20 +14,13 @@ from typing import Any, Callable, Sequence
 from thinkflow.reply.actions import ToolAction
 from thinkflow.model.messages import Message, ToolCall
 from thinkflow.reply.react_text import before_observation
+from thinkflow.text import cut_middle
 
 MAX_PARALLEL_TOOLS = 8
 PARTIAL_OBSERVATION_CHARS = 1000
 
 Result = tuple[str, str, dict]
 """``(status, observation, data)`` of one call."""
-
-
-def shorten(text: str, limit: int) -> str:
-    """``text`` cut to about ``limit`` characters: its head and tail around a marker saying how many were cut."""
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    return f"{text[:head]} [... {len(text) - limit} characters cut ...] {text[len(text) - (limit - head):]}"
 
 
 def admit_calls(action: ToolAction, *, toolbox: Any, repetition: Any, budget: Any, messages: Sequence[Message],
@@ -130,7 +123,7 @@ def _repetition_warning(repetition: Any, call: ToolCall, messages: Sequence[Mess
                 "row; this call was not run again.")
     tail = "Use the results you already have, try something different, or give the final answer."
     if previous:
-        return f"{head}\nThe last result was:\n{shorten(previous, PARTIAL_OBSERVATION_CHARS)}\n{tail}"
+        return f"{head}\nThe last result was:\n{cut_middle(previous, PARTIAL_OBSERVATION_CHARS)}\n{tail}"
     return f"{head}\n{tail}"
 
 

@@ -7,13 +7,13 @@ imports them). Filters are parsed here (``column op value`` joined by ``and``), 
 
 from __future__ import annotations
 
-import difflib
 import io
 import re
 from pathlib import Path
 from typing import Any
 
 from thinkflow.atomic import atomic_write_bytes
+from thinkflow.text import closest
 from thinkflow.tools.base import ToolResult
 from thinkflow.tools.files import WorkspaceError, resolve_in
 
@@ -54,8 +54,8 @@ def _column(df: Any, name: str) -> str:
     lowered = {str(c).lower(): c for c in df.columns}
     if name.lower() in lowered:
         return lowered[name.lower()]
-    close = difflib.get_close_matches(name, [str(c) for c in df.columns], n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    close = closest(name, df.columns)
+    hint = f" (did you mean {close!r}?)" if close else ""
     columns = ", ".join(str(c) for c in df.columns)
     raise DataToolError(f"no column {name!r}{hint}; columns are: {columns}")
 

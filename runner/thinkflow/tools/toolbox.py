@@ -9,7 +9,6 @@ redacts the tool's secrets; and makes sure ``data`` has ``duration_s``, ``bytes`
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import time
@@ -18,6 +17,7 @@ from typing import Any, Mapping
 
 from thinkflow.errors import ToolError
 from thinkflow.redaction import redact
+from thinkflow.text import closest
 from thinkflow.config.spec import AgentSpec, ToolRef, ToolSpec
 from thinkflow.tools.approval import Approver
 from thinkflow.tools.base import RunAware, RunInfo, Tool, ToolResult
@@ -189,8 +189,8 @@ class Toolbox:
     def unknown(self, name: str) -> ToolResult:
         """The observation for a call of a tool that does not exist."""
         known = ", ".join(self._tools) or "(none)"
-        close = difflib.get_close_matches(name, list(self._tools), n=1, cutoff=0.5)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        close = closest(name, self._tools, cutoff=0.5)
+        hint = f" (did you mean '{close}'?)" if close else ""
         return ToolResult("invalid", f"unknown tool '{name}'{hint}; available tools: {known}",
             {"duration_s": 0.0, "bytes": 0, "truncated": False})
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 from typing import Any
+
+from thinkflow.text import did_you_mean
 
 _TYPE_NAMES = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
                "array": "a list", "object": "an object", "null": "null"}
@@ -99,8 +100,8 @@ def describe_error(error: Any, parameters: dict[str, Any]) -> list[str]:
         extras = [k for k in error.instance if k not in props]
         lines = []
         for extra in extras:
-            close = difflib.get_close_matches(extra, list(props), n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            hint = did_you_mean(extra, props)
+            hint = f" ({hint})" if hint else ""
             lines.append(f"unknown argument '{extra}'{hint}")
         return lines
     label = f"argument '{where}'" if where else "arguments"

@@ -1,0 +1,57 @@
+"""Cutting text to a size and suggesting the closest name: the one place for both (a leaf; stdlib only).
+
+Every message that shows a shortened text (a partial answer, a repeated observation, a memory, a message cut to
+fit the context, a line of the live view) and every "did you mean" hint (config keys, tool names, arguments,
+columns, prompt variables) comes from here, so they read the same everywhere.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+SUGGEST_CUTOFF = 0.6
+"""Similarity (``difflib.SequenceMatcher.ratio``, 0..1) a name needs to be suggested."""
+
+
+def closest(word: str, choices: Iterable[object], *, cutoff: float = SUGGEST_CUTOFF) -> str | None:
+    """The choice (as text) most similar to ``word`` with a ratio of at least ``cutoff``, or None
+    (``difflib.get_close_matches``)."""
+    match = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=cutoff)
+    return match[0] if match else None
+
+
+def did_you_mean(word: str, choices: Iterable[object], *, cutoff: float = SUGGEST_CUTOFF) -> str:
+    """``"did you mean 'x'?"`` for the closest choice (:func:`closest`), or ``""`` when none is close enough."""
+    match = closest(word, choices, cutoff=cutoff)
+    return f"did you mean '{match}'?" if match is not None else ""
+
+
+def cut_middle(text: str, limit: int, *, reason: str = "", newline: bool = False) -> str:
+    """``text`` cut to ``limit`` characters (at least 2): its head (two thirds) and tail around a marker
+    ``[... N characters cut <reason> ...]`` naming how many characters were cut. The marker is set off by spaces,
+    or by line breaks when ``newline``. Text that fits is returned unchanged."""
+    if len(text) <= limit:
+        return text
+    limit = max(limit, 2)
+    head = limit * 2 // 3
+    tail = limit - head
+    sep = "\n" if newline else " "
+    note = f"[... {len(text) - head - tail} characters cut{' ' + reason if reason else ''} ...]"
+    return f"{text[:head]}{sep}{note}{sep}{text[len(text) - tail:]}"
+
+
+def clip(text: str, chars: int, lines: int) -> str:
+    """``text`` (trailing space dropped) cut to its first ``lines`` lines and ``chars`` characters, ending in
+    `` …`` when characters were cut and a ``… (N more lines)`` line when lines were (for one-screen views)."""
+    text = text.rstrip()
+    parts = text.splitlines()
+    cut_lines = 0
+    if len(parts) > lines:
+        cut_lines = len(parts) - lines
+        text = "\n".join(parts[:lines])
+    if len(text) > chars:
+        text = text[:chars].rstrip() + " …"
+    if cut_lines:
+        text += f"\n… ({cut_lines} more lines)"
+    return text

@@ -73,7 +73,7 @@ def _trace(directory, run_id, *, status="completed", task="a task", mtime=None):
                                 usage={"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}))
         w.write(ev.ToolCalled(step=1, call_id="c1", name="calculator", arguments={"expression": "2+2"}))
         w.write(ev.ToolReturned(step=1, call_id="c1", name="calculator", status="ok", observation="4"))
-        w.write(ev.FinalAnswer(step=2, text="The answer is 4."))
+        w.write(ev.AnswerGiven(step=2, text="The answer is 4."))
         w.write(ev.RunFinished(run_id=run_id, status=status, answer="The answer is 4.", steps=2, tool_calls=1,
                                usage={"total_tokens": 30, "cost_usd": None}, duration_s=1.5))
     if mtime is not None:

@@ -158,7 +158,7 @@ class RunBase:
         except Exception as error:  # noqa: BLE001 - a broken live view must not end the run
             if not self._handler_failed:
                 self._handler_failed = True
-                warning = ev.Warning(f"the event handler failed: {type(error).__name__}: {error}", code="event_handler")
+                warning = ev.RunWarning(f"the event handler failed: {type(error).__name__}: {error}", code="event_handler")
                 if self.trace is not None:
                     self.trace.write(warning)
 
@@ -271,7 +271,7 @@ class RunBase:
         ))
         if self.session is not None:
             for message in self.session.warnings:
-                self.emit(ev.Warning(message, code="session_corrupt"))
+                self.emit(ev.RunWarning(message, code="session_corrupt"))
 
     def _conclude(self, status: str, answer: str, error: str | None, *, steps: int, tool_calls: int,
                   messages: Sequence[Message], tool_results: Sequence[tuple[str, dict, str]]) -> RunResult:
@@ -290,7 +290,7 @@ class RunBase:
                 self.session.append(Turn(task=self.task, answer=answer, status=status, run_id=self.run_id,
                                          messages=[m.to_dict() for m in messages]))
             except ThinkFlowError as failure:
-                self.emit(ev.Warning(f"the session was not saved: {failure}", code="session_write"))
+                self.emit(ev.RunWarning(f"the session was not saved: {failure}", code="session_write"))
         if status == "completed":
             self._remember(answer, tool_results)
         self.emit(ev.RunFinished(
@@ -312,4 +312,4 @@ class RunBase:
             remember_run(store, lt_spec, agent=self.spec.name, session=getattr(self.session, "name", None),
                          task=self.task, answer=answer, tool_results=tool_results, user_facts=[])
         except ThinkFlowError as failure:
-            self.emit(ev.Warning(f"memory was not written: {failure}", code="memory_write"))
+            self.emit(ev.RunWarning(f"memory was not written: {failure}", code="memory_write"))

@@ -21,10 +21,10 @@ __all__ = [
     "TextDelta",
     "ToolCalled",
     "ToolReturned",
-    "FinalAnswer",
+    "AnswerGiven",
     "RunFinished",
     "StyleSwitched",
-    "Warning",
+    "RunWarning",
     "MemoryRecalled",
     "Summary",
     "PlanCreated",
@@ -163,8 +163,9 @@ class ToolReturned(Event):
 
 
 @dataclass
-class FinalAnswer(Event):
-    """The model gave its final answer (already validated against ``output_schema`` when there is one)."""
+class AnswerGiven(Event):
+    """The model gave its final answer (already validated against ``output_schema`` when there is one); in the trace
+    ``final_answer``. Named apart from the action :class:`thinkflow.reply.actions.FinalAnswer` it reports."""
 
     type: ClassVar[str] = "final_answer"
     step: int = 0
@@ -204,7 +205,7 @@ class StyleSwitched(Event):
 
 
 @dataclass
-class Warning(Event):  # noqa: A001 - the event's name in the trace is "warning"
+class RunWarning(Event):
     """Something the user should know that did not stop the run (corrupt session moved aside, repetition, ...).
     ``code`` is a short machine name (``session_corrupt``, ``repetition``, ``empty_reply``, ``missing_files``, ...)."""
 
@@ -314,8 +315,8 @@ class SubAgentEvent(Event):
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls
     for cls in (
-        RunStarted, ModelRequest, TextDelta, ModelReplied, ToolCalled, ToolReturned, FinalAnswer, RunFinished,
-        StyleSwitched, Warning, MemoryRecalled, Summary, PlanCreated, StepOutcome, PlanStepStarted, PlanRevised,
+        RunStarted, ModelRequest, TextDelta, ModelReplied, ToolCalled, ToolReturned, AnswerGiven, RunFinished,
+        StyleSwitched, RunWarning, MemoryRecalled, Summary, PlanCreated, StepOutcome, PlanStepStarted, PlanRevised,
         SubAgentEvent,
     )
 }

@@ -143,7 +143,7 @@ class _Run(RunBase):
         try:
             records = self.agent.long_term.recall(query)
         except ThinkFlowError as failure:
-            self.emit(ev.Warning(f"memory recall failed: {failure}", code="memory_recall", step=self.steps))
+            self.emit(ev.RunWarning(f"memory recall failed: {failure}", code="memory_recall", step=self.steps))
             return
         self.memories = format_memories(records)
         self._system_cache = None
@@ -207,7 +207,7 @@ class _Run(RunBase):
         try:
             after, summary = short_term.compact(before)
         except (ThinkFlowError, ValueError, TypeError) as failure:
-            self.emit(ev.Warning(f"the conversation summary failed: {failure}", code="summary", step=self.steps))
+            self.emit(ev.RunWarning(f"the conversation summary failed: {failure}", code="summary", step=self.steps))
             return
         if summary:
             self.messages = list(after[1:])
@@ -251,7 +251,7 @@ class _Run(RunBase):
             self.budget.charge(reply.usage)
             if self.loop_spec.max_cost is not None and reply.usage.cost_usd is None and not self._cost_warned:
                 self._cost_warned = True
-                self.emit(ev.Warning("the model's price is unknown, so the cost budget cannot be enforced",
+                self.emit(ev.RunWarning("the model's price is unknown, so the cost budget cannot be enforced",
                                      code="cost_unknown", step=step))
             style_used = self.style
             action = parse_reply(reply.text, reply.tool_calls, style=style_used, tools=self._tool_schemas(),
@@ -274,7 +274,7 @@ class _Run(RunBase):
             self.empty_replies += 1
             if self.empty_replies > self.loop_spec.max_empty_replies:
                 return "model_error", self._partial(), f"model returned empty output {self.empty_replies} times"
-            self.emit(ev.Warning(f"the model returned an empty reply ({self.empty_replies}); asking again",
+            self.emit(ev.RunWarning(f"the model returned an empty reply ({self.empty_replies}); asking again",
                                  code="empty_reply", step=step))
             self.messages.append(Message("user", action.message))
             return None
@@ -326,12 +326,12 @@ class _Run(RunBase):
                         f"the final answer does not match output_schema after {self.output_repairs} repairs: {problem}"
                     )
                 self.output_repairs += 1
-                self.emit(ev.Warning(f"the final answer does not match output_schema: {problem}",
+                self.emit(ev.RunWarning(f"the final answer does not match output_schema: {problem}",
                                      code="invalid_output", step=step))
                 self.messages.append(Message("user", repair_request(problem, schema)))
                 return None
             answer = json.dumps(value, ensure_ascii=False)
-        self.emit(ev.FinalAnswer(step=step, text=answer, thought=action.thought))
+        self.emit(ev.AnswerGiven(step=step, text=answer, thought=action.thought))
         return "completed", answer, None
 
     def _files_exist(self, answer: str, step: int) -> bool:
@@ -341,12 +341,12 @@ class _Run(RunBase):
         if not missing:
             return True
         if self.file_checks >= MAX_FILE_CHECKS:
-            self.emit(ev.Warning(f"the final answer names files that do not exist: {', '.join(missing)}",
+            self.emit(ev.RunWarning(f"the final answer names files that do not exist: {', '.join(missing)}",
                                  code="missing_files", step=step))
             return True
         self.file_checks += 1
         self.last_answer_attempt = answer
-        self.emit(ev.Warning(f"the final answer names files that do not exist: {', '.join(missing)}; sent back "
+        self.emit(ev.RunWarning(f"the final answer names files that do not exist: {', '.join(missing)}; sent back "
                              "to the model", code="missing_files", step=step))
         self.messages.append(Message("user", missing_files_request(answer, missing)))
         return False
@@ -356,7 +356,7 @@ class _Run(RunBase):
         native_format = action.source == "native" or self.style == "native"
         results, pending, stop = admit_calls(
             action, toolbox=self.toolbox, repetition=self.repetition, budget=self.budget, messages=self.messages,
-            warn=lambda text: self.emit(ev.Warning(text, code="repetition", step=step)),
+            warn=lambda text: self.emit(ev.RunWarning(text, code="repetition", step=step)),
         )
         self.tool_call_count += len(pending)
         for i, call in enumerate(action.calls):

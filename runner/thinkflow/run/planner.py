@@ -141,7 +141,7 @@ class _PlannedRun(RunBase):
         before them (step 1 of the second step run follows the first run's last step)."""
         if isinstance(event, (ev.RunStarted, ev.RunFinished)):
             return
-        if isinstance(event, ev.FinalAnswer) and not self._final_stage:
+        if isinstance(event, ev.AnswerGiven) and not self._final_stage:
             return
         step = getattr(event, "step", None)
         if isinstance(step, int) and step > 0 and self.loop_steps:  # number steps on across the step runs
@@ -233,10 +233,10 @@ class _PlannedRun(RunBase):
                                               allow_empty=allow_empty)
             if problem is None:
                 if note:
-                    self.emit(ev.Warning(note, code="plan_truncated"))
+                    self.emit(ev.RunWarning(note, code="plan_truncated"))
                 return steps, None
             if attempt < MAX_PLAN_REPAIRS:
-                self.emit(ev.Warning(f"the plan could not be used: {problem}; asking again", code="plan_invalid"))
+                self.emit(ev.RunWarning(f"the plan could not be used: {problem}; asking again", code="plan_invalid"))
                 messages = [*messages, Message("assistant", reply.text),
                             Message("user", f"Your plan could not be used: {problem}\nReply with the plan again as "
                                             'JSON only: {"steps": [{"step": "<instruction>", "tools": [...]}]}')]
@@ -250,7 +250,7 @@ class _PlannedRun(RunBase):
         reason = ""
         if problem is not None:
             reason = f"no usable plan ({problem}); the task is run as a single step"
-            self.emit(ev.Warning(reason, code="plan_invalid"))
+            self.emit(ev.RunWarning(reason, code="plan_invalid"))
             steps = [PlanStep(self.task)]
         self.plan = steps
         self.emit(ev.PlanCreated(revision=0, steps=[s.to_dict() for s in steps], reason=reason))
@@ -270,7 +270,7 @@ class _PlannedRun(RunBase):
         messages = [Message("system", self._system(limit)), Message("user", request)]
         steps, problem = self._request_plan(messages, limit, allow_empty=True)
         if problem is not None:
-            self.emit(ev.Warning(f"the revised plan could not be used ({problem}); keeping the rest of the plan",
+            self.emit(ev.RunWarning(f"the revised plan could not be used ({problem}); keeping the rest of the plan",
                                  code="plan_invalid"))
             return None
         return steps

@@ -11,9 +11,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from thinkflow.config.spec import AgentSpec, ModelSpec
+from thinkflow.memory.longterm import LongTermMemory
+from thinkflow.memory.policy import RememberFactTool
+from thinkflow.memory.shortterm import ShortTermMemory
+from thinkflow.model.client import ModelClient, build_client, resolve_model
 from thinkflow.model.messages import Message
 from thinkflow.prompting.templates import check_prompt_vars
-from thinkflow.config.spec import AgentSpec, ModelSpec
+from thinkflow.run.collaborators import LongTerm, ShortTerm
+from thinkflow.run.collaborators import Toolbox as ToolboxPort
+from thinkflow.run.delegation import add_subagents
+from thinkflow.tools.approval import Approver
+from thinkflow.tools.toolbox import Toolbox
 
 SUMMARY_INSTRUCTION = (
     "Summarize the conversation below for the assistant that will continue it. Keep every fact, number, name, "
@@ -36,10 +45,10 @@ class Agent:
     """
 
     spec: AgentSpec
-    client: Any
-    toolbox: Any
-    short_term: Any
-    long_term: Any = None
+    client: ModelClient
+    toolbox: ToolboxPort
+    short_term: ShortTerm | None
+    long_term: LongTerm | None = None
     notice: str | None = None
     secrets: tuple[str, ...] = field(default=(), repr=False)
 
@@ -76,7 +85,7 @@ def with_prompt_vars(spec: AgentSpec, prompt_vars: dict[str, Any] | None) -> Age
     return dataclasses.replace(spec, prompt=prompt)
 
 
-def make_summarizer(client: Any) -> Callable[[Sequence[Message]], str]:
+def make_summarizer(client: ModelClient) -> Callable[[Sequence[Message]], str]:
     """A ``summarize(messages) -> str`` for short-term memory: one call of ``client`` over a plain transcript."""
 
     def summarize(messages: Sequence[Message]) -> str:
@@ -97,11 +106,11 @@ def build(
     spec: AgentSpec,
     *,
     model: str | None = None,
-    approver: Any = None,
+    approver: Approver | None = None,
     on_progress: Callable[[str], None] | None = None,
     prompt_vars: dict[str, Any] | None = None,
     memory_dir: Path | None = None,
-    client: Any = None,
+    client: ModelClient | None = None,
     share_client: bool = False,
 ) -> Agent:
     """Build the agent ``spec`` describes. Each of ``spec.agents`` becomes a tool taking a ``task``
@@ -121,29 +130,20 @@ def build(
         ToolError: a tool cannot be built. MemoryStoreError: the long-term store cannot be opened.
         ModelError: the model cannot be set up (e.g. the embedded model's files are missing).
     """
-    from thinkflow.memory import ShortTermMemory
-    from thinkflow.tools import Toolbox
-
     spec = with_prompt_vars(spec, prompt_vars)
     notice = None
     resolved = None
     if client is None:
-        from thinkflow.model.client import build_client, resolve_model
-
         resolved, notice = resolve_model(spec.model, override=model)
         client = build_client(spec.model, override=model, on_progress=on_progress)
     toolbox = Toolbox.from_agent(spec, approver=approver)
     if spec.agents:
-        from thinkflow.run.delegation import add_subagents
-
         add_subagents(toolbox, spec, build=build, approver=approver, on_progress=on_progress,
                       memory_dir=memory_dir, model=model, client=client if share_client else None)
 
     summary_client = client
     st = spec.memory.short_term
     if st.summarize_after is not None and st.summary_model:
-        from thinkflow.model.client import build_client
-
         summary_client = build_client(dataclasses.replace(spec.model, name=st.summary_model, fallbacks=()))
     short_term = ShortTermMemory(
         st,
@@ -154,8 +154,6 @@ def build(
     long_term = None
     lt = spec.memory.long_term
     if lt is not None:
-        from thinkflow.memory import LongTermMemory, RememberFactTool
-
         long_term = LongTermMemory.open(lt, base_dir=memory_dir)
         if "user_facts" in lt.remember and "remember_fact" not in toolbox:
             toolbox.add(RememberFactTool(long_term, agent=spec.name))

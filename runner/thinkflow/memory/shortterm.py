@@ -176,6 +176,27 @@ class ShortTermMemory:
         return current()
 
     # -------------------------------------------------------------------------------------------------- compact
+    def with_session(self, view: Sequence[Message], earlier: Sequence[Message]) -> list[Message]:
+        """The request for a run that continues a session: ``view`` (this run's messages after :meth:`view`, the
+        system prompt first) with the session's ``earlier`` turns inserted after the system prompt, trimmed by the
+        same limits as the run's own messages.
+
+        ``window``: only the last N earlier messages are kept (none for 0), starting at a user message (a turn is
+        never cut in half). ``max_tokens``: the oldest earlier exchanges (two messages at a time) are dropped
+        until the whole request fits. ``view`` itself is never cut here.
+        """
+        history = list(earlier)
+        if history and self.spec.window is not None:
+            window = self.spec.window
+            history = history[-window:] if window > 0 else []
+            while history and history[0].role != "user":
+                history.pop(0)
+        budget = self.spec.max_tokens
+        if history and budget is not None:
+            while history and self.count_tokens([view[0], *history, *view[1:]]) > budget:
+                history = history[2:] if len(history) > 1 else []
+        return [view[0], *history, *view[1:]]
+
     def should_compact(self, history: Sequence[Message]) -> bool:
         """True when ``summarize_after`` is set and the history has more messages than it (or, with
         ``max_tokens`` set, more tokens than the budget)."""

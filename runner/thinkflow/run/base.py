@@ -1,9 +1,10 @@
 """What every run shares, whether the plain loop or a planned run: its result and the bookkeeping around it.
 
-:class:`RunResult` and :data:`STATUSES`; :class:`RunBase` holds a run's id, trace, budget and deadline, hands
-events to the trace and the live view, loads the session, announces the start, and at the end saves the session
-turn, writes long-term memory (on completion) and closes the trace -- whatever the ending. :class:`Stop` ends a
-run early with a status. Subclasses (:mod:`thinkflow.run.loop`, :mod:`thinkflow.run.planner`) supply the work in between.
+:class:`RunResult`; :class:`RunBase` holds a run's id, trace, budget and deadline, hands events to the trace and
+the live view, loads the session, announces the start, and at the end saves the session turn, writes long-term
+memory (on completion) and closes the trace -- whatever the ending. Every ending is an
+:class:`~thinkflow.run.outcome.Outcome` (statuses: :data:`~thinkflow.run.outcome.STATUSES`). Subclasses
+(:mod:`thinkflow.run.loop`, :mod:`thinkflow.run.planner`) supply the work in between.
 """
 
 from __future__ import annotations
@@ -14,42 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from thinkflow.run import events as ev
 from thinkflow.errors import ModelError, ThinkFlowError
+from thinkflow.memory.policy import remember_run
+from thinkflow.model.messages import Message, ModelReply, Usage
+from thinkflow.run import events as ev
+from thinkflow.run.collaborators import RunnableAgent
 from thinkflow.run.limits import Budget
-from thinkflow.model.messages import Message, Usage
+from thinkflow.run.outcome import CRASHED, EXIT_CODES, STATUSES, Outcome, Status, exit_code_of
+from thinkflow.run.session import Session, Turn
+from thinkflow.run.trace import DEFAULT_TRACE_DIR, TraceWriter, new_run_id
 
-STATUSES = (
-    "completed",
-    "max_steps",
-    "timeout",
-    "budget_exceeded",
-    "loop_detected",
-    "invalid_output",
-    "model_error",
-    "interrupted",
-)
-
-#: the process exit code of each status (``thinkflow-run``; ``thinkflow test``'s ``exit_code`` assertion)
-EXIT_CODES = {
-    "completed": 0,
-    "max_steps": 1,
-    "timeout": 1,
-    "budget_exceeded": 1,
-    "loop_detected": 1,
-    "invalid_output": 1,
-    "model_error": 4,
-    "interrupted": 130,
-}
-
-
-def exit_code_of(status: str) -> int:
-    """The process exit code for a run status (see :data:`EXIT_CODES`; unknown statuses -> 1)."""
-    return EXIT_CODES.get(status, 1)
-
-
-Outcome = tuple[str, str, str | None]
-"""``(status, answer, error)`` of a run's work."""
+__all__ = ["EXIT_CODES", "STATUSES", "Outcome", "RunBase", "RunResult", "Status", "exit_code_of"]
 
 
 @dataclass
@@ -70,7 +46,7 @@ class RunResult:
         messages: the run's conversation (task, replies, observations; no system prompt, no session history).
     """
 
-    status: str
+    status: Status
     answer: str
     steps: int
     usage: Usage
@@ -103,27 +79,17 @@ class RunResult:
         }
 
 
-class Stop(Exception):
-    """Ends a run early with ``status`` and ``error`` (internal to the run classes)."""
-
-    def __init__(self, status: str, error: str):
-        super().__init__(error)
-        self.status = status
-        self.error = error
-
-
 class RunBase:
     """The state and bookkeeping every run shares (internal; see :func:`thinkflow.run.loop.run`).
 
-    Subclasses implement ``_work() -> (status, answer, error)`` (may raise :class:`Stop`), ``_partial() -> str``
-    (the best answer short of a final one) and ``_finish(status, answer, error) -> RunResult`` (which calls
-    :meth:`_conclude` with their counts).
+    Subclasses implement ``_work() -> Outcome`` (with the answer, partial or final), ``_partial() -> str`` (the
+    best answer short of a final one) and ``_finish(outcome) -> RunResult`` (which calls :meth:`_conclude` with
+    their counts).
     """
 
-    def __init__(self, agent: Any, task: str, *, on_event: Callable[[ev.Event], None] | None, session: Any,
-                 trace_dir: str | Path | None, write_trace: bool, budget: Budget | None, run_id: str | None):
-        from thinkflow.run.trace import DEFAULT_TRACE_DIR, new_run_id
-
+    def __init__(self, agent: RunnableAgent, task: str, *, on_event: Callable[[ev.Event], None] | None,
+                 session: Session | None, trace_dir: str | Path | None, write_trace: bool, budget: Budget | None,
+                 run_id: str | None):
         self.agent = agent
         self.spec = agent.spec
         self.loop_spec = self.spec.loop
@@ -136,7 +102,7 @@ class RunBase:
         self.write_trace = write_trace
         self.budget = Budget(self.loop_spec.max_tokens, self.loop_spec.max_cost, self.loop_spec.max_tool_calls,
                              parent=budget)
-        self.trace = None
+        self.trace: TraceWriter | None = None
         self.started = time.monotonic()
         timeout = self.loop_spec.timeout
         self.deadline = self.started + timeout if timeout else None
@@ -163,15 +129,16 @@ class RunBase:
                     self.trace.write(warning)
 
     # ------------------------------------------------------------------------------------------------ model
-    def _call_model(self, messages: list[Message], **kwargs: Any) -> Any:
+    def _call_model(self, messages: list[Message], **kwargs: Any) -> ModelReply | Outcome:
         """``client.complete(messages, **kwargs)`` in a daemon thread, bounded by the run's deadline twice over:
         the client cuts each request's timeout to the time left, and this thread stops waiting at the deadline.
         Ctrl-C lands here, in the wait, never inside LiteLLM, and the abandoned request dies with the process; a
         model server that trickles bytes cannot hold the run past its deadline. (Calling the model in this thread
         would save about 1 ms a step: bench/RESULTS.md.)
 
-        Raises:
-            Stop("timeout"): the deadline passed first. ModelError: the model failed (see the client).
+        Returns:
+            the reply; or the ending (no answer yet): ``timeout`` when the deadline passed first, ``model_error``
+            when the model failed after the client's retries and fallbacks.
         """
         box: dict[str, Any] = {}
         done = threading.Event()
@@ -190,7 +157,9 @@ class RunBase:
         failure = box.get("error")
         if not finished or (isinstance(failure, ModelError) and self.deadline is not None
                             and time.monotonic() >= self.deadline):
-            raise Stop("timeout", self._timeout_error() + " while waiting for the model")
+            return Outcome("timeout", error=self._timeout_error() + " while waiting for the model")
+        if isinstance(failure, ModelError):
+            return Outcome("model_error", error=str(failure))
         if failure is not None:
             raise failure
         return box["reply"]
@@ -202,14 +171,15 @@ class RunBase:
     def _timeout_error(self) -> str:
         return f"the run timed out after {self.loop_spec.timeout:g} s"
 
-    def _limit_reached(self) -> tuple[str, str] | None:
-        """``(status, error)`` when the run's timeout has passed or its budget is spent, else None."""
+    def _limit_reached(self) -> Outcome | None:
+        """The ending (``timeout`` or ``budget_exceeded``, no answer yet) when the run's timeout has passed or its
+        budget is spent, else None."""
         remaining = self._remaining()
         if remaining is not None and remaining <= 0:
-            return "timeout", self._timeout_error()
+            return Outcome("timeout", error=self._timeout_error())
         why = self.budget.exceeded()
         if why:
-            return "budget_exceeded", why
+            return Outcome("budget_exceeded", error=why)
         return None
 
     def _limits(self, max_steps: int) -> dict[str, Any]:
@@ -224,25 +194,24 @@ class RunBase:
 
     # ------------------------------------------------------------------------------------------------ start/end
     def _guarded(self) -> RunResult:
-        """Open the trace, do the work, and finish with a status whatever happens: a :class:`Stop` or Ctrl-C end
-        the run with the partial answer; a crash (a broken setup or a bug) is saved, then re-raised."""
-        from thinkflow.run.trace import TraceWriter
-
+        """Open the trace, do the work, and finish with its outcome whatever happens: Ctrl-C ends the run as
+        ``interrupted`` with the partial answer; a crash (a broken setup or a bug) is saved, then re-raised."""
         if self.write_trace:
             self.trace = TraceWriter(self.trace_path, self.agent.secrets)
-        status, answer, error = "model_error", "", None
         try:
             try:
-                status, answer, error = self._work()
-            except Stop as stop:
-                status, answer, error = stop.status, self._partial(), stop.error
+                outcome = self._work()
             except KeyboardInterrupt:
-                status, answer, error = "interrupted", self._partial(), "interrupted by the user"
+                outcome = Outcome("interrupted", self._partial(), "interrupted by the user")
         except BaseException as crash:  # a broken setup (prompt template) or a bug: save, then re-raise
-            self._finish("model_error" if isinstance(crash, ModelError) else "error", self._partial(),
-                         f"{type(crash).__name__}: {crash}")
+            self._finish(Outcome("model_error" if isinstance(crash, ModelError) else CRASHED, self._partial(),
+                                 f"{type(crash).__name__}: {crash}"))
             raise
-        return self._finish(status, answer, error)
+        return self._finish(outcome)
+
+    def _ended(self, outcome: Outcome) -> Outcome:
+        """An early ending (a limit, a model failure) with the run's partial answer filled in."""
+        return outcome.with_answer(self._partial())
 
     def _work(self) -> Outcome:
         raise NotImplementedError
@@ -250,7 +219,7 @@ class RunBase:
     def _partial(self) -> str:
         raise NotImplementedError
 
-    def _finish(self, status: str, answer: str, error: str | None) -> RunResult:
+    def _finish(self, outcome: Outcome) -> RunResult:
         raise NotImplementedError
 
     def _load_session(self) -> list[Message]:
@@ -273,10 +242,11 @@ class RunBase:
             for message in self.session.warnings:
                 self.emit(ev.RunWarning(message, code="session_corrupt"))
 
-    def _conclude(self, status: str, answer: str, error: str | None, *, steps: int, tool_calls: int,
-                  messages: Sequence[Message], tool_results: Sequence[tuple[str, dict, str]]) -> RunResult:
+    def _conclude(self, outcome: Outcome, *, steps: int, tool_calls: int, messages: Sequence[Message],
+                  tool_results: Sequence[tuple[str, dict, str]]) -> RunResult:
         """Build the result, append the session turn, remember a completed run, emit ``run_finished`` and close
         the trace."""
+        status, answer, error = outcome.status, outcome.answer, outcome.error
         duration = time.monotonic() - self.started
         result = RunResult(
             status=status, answer=answer, steps=steps, usage=self.budget.usage, run_id=self.run_id,
@@ -284,8 +254,6 @@ class RunBase:
             style=self.style, duration_s=duration, messages=list(messages),
         )
         if self.session is not None:
-            from thinkflow.run.session import Turn
-
             try:
                 self.session.append(Turn(task=self.task, answer=answer, status=status, run_id=self.run_id,
                                          messages=[m.to_dict() for m in messages]))
@@ -306,8 +274,6 @@ class RunBase:
         store = getattr(self.agent, "long_term", None)
         if store is None or lt_spec is None:
             return
-        from thinkflow.memory import remember_run
-
         try:
             remember_run(store, lt_spec, agent=self.spec.name, session=getattr(self.session, "name", None),
                          task=self.task, answer=answer, tool_results=tool_results, user_facts=[])

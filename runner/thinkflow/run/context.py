@@ -44,7 +44,7 @@ _ACTIVE: ContextVar[Any] = ContextVar("thinkflow_active_run", default=None)
 
 @contextmanager
 def activate(run: Any) -> Iterator[None]:
-    """Make ``run`` (a loop run: ``run_id``, ``spec``, ``steps``, ``budget``, ``emit``, ``_remaining()``) the
+    """Make ``run`` (a loop run: ``run_id``, ``spec``, ``step``, ``budget``, ``emit``, ``_remaining()``) the
     active run of this thread while the block runs."""
     token = _ACTIVE.set(run)
     try:
@@ -59,6 +59,6 @@ def current_run() -> RunContext | None:
     active = _ACTIVE.get()
     if active is None:
         return None
-    return RunContext(run_id=active.run_id, agent=active.spec.name, step=active.steps, budget=active.budget,
+    return RunContext(run_id=active.run_id, agent=active.spec.name, step=active.step, budget=active.budget,
                       emit=active.emit, remaining_s=active._remaining(),
                       session=getattr(getattr(active, "session", None), "name", None))

@@ -26,7 +26,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from thinkflow.config.spec import AgentSpec, SubAgentRef, ToolSpec
+from thinkflow.errors import ThinkFlowError
+from thinkflow.run import events as ev
+from thinkflow.run import loop, planner
+from thinkflow.run.context import RunContext, current_run
 from thinkflow.tools.base import ToolResult
+from thinkflow.tools.output import cap_text
 
 TASK_PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -132,9 +137,6 @@ class SubAgentTool:
     # ------------------------------------------------------------------------------------------------ run
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         """Run the sub-agent on ``arguments["task"]``; its final answer is the observation."""
-        from thinkflow.errors import ThinkFlowError
-        from thinkflow.run.context import current_run
-
         task = str(arguments.get("task", "")).strip()
         if not task:
             return ToolResult("invalid", f"sub-agent '{self.ref.name}' needs a non-empty 'task'")
@@ -181,11 +183,7 @@ class SubAgentTool:
 
 
 def _runner(spec: AgentSpec) -> Callable[..., Any]:
-    if spec.planner.enabled:
-        from thinkflow.run.planner import run
-    else:
-        from thinkflow.run.loop import run
-    return run
+    return planner.run if spec.planner.enabled else loop.run
 
 
 def _with_timeout(agent: Any, remaining_s: float) -> Any:
@@ -198,12 +196,11 @@ def _with_timeout(agent: Any, remaining_s: float) -> Any:
     return dataclasses.replace(agent, spec=spec)
 
 
-def _forwarder(parent: Any, *, agent: str, depth: int) -> Callable[[Any], None]:
+def _forwarder(parent: RunContext, *, agent: str, depth: int) -> Callable[[ev.Event], None]:
     """An ``on_event`` for the sub-run that nests its events in the parent's (already nested ones pass as they
     are; streamed text is dropped)."""
-    from thinkflow.run import events as ev
 
-    def forward(event: Any) -> None:
+    def forward(event: ev.Event) -> None:
         if isinstance(event, ev.SubAgentEvent):
             parent.emit(event)
             return
@@ -216,8 +213,6 @@ def _forwarder(parent: Any, *, agent: str, depth: int) -> Callable[[Any], None]:
 
 
 def _cap(text: str) -> str:
-    from thinkflow.tools.output import cap_text
-
     return cap_text(text, MAX_OBSERVATION_BYTES)[0]
 
 

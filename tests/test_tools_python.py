@@ -187,3 +187,22 @@ def test_entry_point_group_tools(module, monkeypatch):
     found = PythonTool(ToolSpec(name="fail_tool", description="", kind="python"))
     assert found.parameters()["required"] == ["x"]
     assert found.run({"x": 1}).text == "ValueError: bad x 1"
+
+
+def test_registering_two_functions_under_one_name_is_an_error_naming_both():
+    @tool("twin")
+    def first(x: int) -> int:
+        return x
+
+    try:
+        with pytest.raises(ToolError) as caught:
+            @tool("twin")
+            def second(x: int) -> int:
+                return -x
+        where = "test_tools_python:test_registering_two_functions_under_one_name_is_an_error_naming_both.<locals>"
+        assert str(caught.value) == (f"tool 'twin' is registered twice: by {where}.first and by {where}.second; "
+                                     "give one of them another name with @tool(\"other_name\")")
+        assert registered_specs()["twin"].entrypoint == f"{where}.first"
+        tool("twin")(first)  # the same function again (a module imported twice) is no conflict
+    finally:
+        unregister("twin")

@@ -34,13 +34,21 @@ def tool(name: str | Callable[..., Any] | None = None, *, description: str | Non
 
     The schema is derived from the signature and docstring (:func:`derive_parameters`); the description
     defaults to the docstring's first paragraph. The function is returned unchanged, with the spec attached as
-    ``func.__thinkflow_tool__``. Registering a second function under a name replaces the first.
+    ``func.__thinkflow_tool__``.
+
+    Raises:
+        ToolError: another function is already registered under the name; the message names both sources
+            (``module:qualname``). Registering the same function again (a module imported twice) replaces it.
     """
     if callable(name):
         return tool()(name)
 
     def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
         spec = _spec_for(func, name, description, confirm, timeout)
+        taken = _REGISTRY.get(spec.name)
+        if taken is not None and taken[1].entrypoint != spec.entrypoint:
+            raise ToolError(f"tool {spec.name!r} is registered twice: by {taken[1].entrypoint} and by "
+                            f"{spec.entrypoint}; give one of them another name with @tool(\"other_name\")")
         _REGISTRY[spec.name] = (func, spec)
         func.__thinkflow_tool__ = spec  # type: ignore[attr-defined]
         return func

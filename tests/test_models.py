@@ -467,3 +467,77 @@ def test_importing_models_does_not_import_litellm_or_touch_the_network(tmp_path)
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "ok"
+
+
+# --- API keys by LiteLLM's names -----------------------------------------------------------------------------------
+
+def only_env_key(monkeypatch, name: str, value: str) -> None:
+    """The environment with no credential variable but ``name`` (a fake value: nothing is sent anywhere)."""
+    for var in list(os.environ):
+        if var.endswith(("_API_KEY", "_AUTH_TOKEN", "_API_TOKEN")):
+            monkeypatch.delenv(var)
+    monkeypatch.setenv(name, value)
+
+
+def test_only_google_api_key_picks_gemini_and_the_call_accepts_it(monkeypatch):
+    from litellm.exceptions import AuthenticationError as LiteLLMAuthError
+
+    fake = "AIzaFAKE-google-key-0123456789"
+    only_env_key(monkeypatch, "GOOGLE_API_KEY", fake)
+    spec, notice = resolve_model(ModelSpec())
+    assert (spec.name, notice) == ("gemini/gemini-2.5-flash",
+                                   "No model configured: using gemini/gemini-2.5-flash (GOOGLE_API_KEY is set).")
+    client = LiteLLMClient(spec)
+    route = client._routes[0]
+    client._check_key(route)  # LiteLLM reads GOOGLE_API_KEY for gemini: no "no API key" refusal
+    failure = LiteLLMAuthError(message=f"API key not valid: https://x/v1beta?key={fake}", llm_provider="gemini",
+                               model="gemini-2.5-flash")
+    mapped = client._map_error(failure, route, 0)
+    assert isinstance(mapped, AuthenticationError)
+    assert fake not in str(mapped)
+    assert str(mapped).startswith("gemini refused the credentials for gemini/gemini-2.5-flash: ")
+    assert "key=***" in str(mapped)
+
+
+def test_gemini_without_either_key_names_litellms_variable(monkeypatch):
+    only_env_key(monkeypatch, "UNRELATED_API_KEY", "x" * 12)
+    client = LiteLLMClient(ModelSpec(name="gemini/gemini-2.5-flash", num_retries=0))
+    with pytest.raises(AuthenticationError) as info:
+        client.complete(HISTORY)
+    assert info.value.hint == "set GOOGLE_API_KEY in the environment, or model.api_key: ${GOOGLE_API_KEY}"
+
+
+def test_every_default_model_is_callable_with_the_key_that_picks_it(monkeypatch):
+    from thinkflow.model.client import DEFAULT_MODELS
+    from thinkflow.model.providers import missing_keys
+
+    for var, model in DEFAULT_MODELS:
+        only_env_key(monkeypatch, var, "fake-key-value-123")
+        assert resolve_model(ModelSpec())[0].name == model
+        assert missing_keys(model) == [], (var, model)
+
+
+def test_provider_errors_are_classified_by_litellm_class():
+    import litellm
+
+    from thinkflow.model.error_map import map_error, retryable
+
+    def make(cls, **kw):
+        return cls(message="boom", llm_provider="openai", model="m", **kw)
+
+    limited = make(litellm.RateLimitError)
+    assert retryable(limited)
+    assert isinstance(map_error(limited, model="openai/m", provider="openai", api_base=None, timeout=5, retries=2),
+                      RateLimitError)
+    overflow = make(litellm.ContextWindowExceededError)
+    assert not retryable(overflow)
+    assert isinstance(map_error(overflow, model="openai/m", provider="openai", api_base=None, timeout=5, retries=0),
+                      ContextWindowError)
+    late = make(litellm.Timeout)
+    assert not retryable(late)
+    assert isinstance(map_error(late, model="openai/m", provider="openai", api_base=None, timeout=5, retries=0),
+                      ModelTimeoutError)
+    gone = make(litellm.NotFoundError)
+    assert not retryable(gone)
+    assert isinstance(map_error(gone, model="openai/m", provider="openai", api_base=None, timeout=5, retries=0),
+                      ModelNotFoundError)

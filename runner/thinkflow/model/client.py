@@ -44,11 +44,12 @@ from thinkflow.model.error_map import bare_message, is_provider_error, map_error
 from thinkflow.model.replies import delta_text, message_dict, normalise_reply
 from thinkflow.model.providers import (
     OLLAMA_PROVIDERS,
-    PROVIDER_KEYS,
+    OPENAI_KEY_VAR,
     Capabilities,
     capabilities_of,
-    key_env_var,
+    key_values,
     load_litellm,
+    missing_keys,
     model_prefix,
     provider_of,
 )
@@ -306,8 +307,7 @@ class LiteLLMClient:
             kwargs["api_base"] = route.api_base
         api_key = route.api_key
         if not api_key and route.api_base and model_prefix(route.model) == "openai":
-            var = PROVIDER_KEYS["openai"]
-            api_key = os.environ.get(var) or "no-key"  # OpenAI-compatible local servers need a key-shaped value
+            api_key = os.environ.get(OPENAI_KEY_VAR) or "no-key"  # OpenAI-compatible local servers need a key-shaped value
         if api_key:
             kwargs["api_key"] = api_key
         if spec.temperature is not None:
@@ -382,11 +382,12 @@ class LiteLLMClient:
 
     def _check_key(self, route: _Route) -> None:
         """Fail before any request when the provider needs a key and none is set (LiteLLM would report it as a
-        500 for some providers)."""
+        500 for some providers). The names checked are LiteLLM's own (``validate_environment``)."""
         if route.local or route.api_key or route.api_base:
             return
-        var = key_env_var(route.model)
-        if var and not os.environ.get(var, "").strip():
+        missing = missing_keys(route.model)
+        if missing:
+            var = missing[0]
             provider = provider_of(route.model)
             raise AuthenticationError(f"no API key for {provider} (model {route.name})", model=route.name,
                                       hint=f"set {var} in the environment, or model.api_key: ${{{var}}}")
@@ -399,5 +400,5 @@ class LiteLLMClient:
 
     def _secrets(self, route: _Route) -> list[str]:
         values = [route.api_key or "", self.spec.api_key or ""]
-        values += [os.environ.get(v, "") for v in set(PROVIDER_KEYS.values())]
+        values += key_values(route.model) if route.model and not route.local else []
         return [v for v in values if len(v) >= 6 and v != LOCAL_API_KEY]

@@ -1,7 +1,9 @@
 """Provider failures as typed errors, and when and how long to wait before retrying a call.
 
 :func:`map_error` turns a LiteLLM/OpenAI/httpx exception into the :class:`~thinkflow.errors.ModelError` subclass
-that names the fix; :func:`retryable` says whether a retry can help (429, 5xx, connection errors -- never a timeout,
+that names the fix, telling errors apart by ``isinstance`` on LiteLLM's exception classes (which LiteLLM maps every
+provider's errors to; they subclass the OpenAI SDK's) and httpx's, and by the HTTP status where a class says
+nothing more (a 5xx ``APIError``); :func:`retryable` says whether a retry can help (429, 5xx, connection errors -- never a timeout,
 a context-window overflow, an auth or a bad-request error); :func:`retry_delay` waits ``Retry-After`` (capped at
 60 s) when the provider sends it, else exponential backoff with jitter.
 """
@@ -13,6 +15,8 @@ import os
 import random
 import re
 import time
+from functools import cache
+from types import SimpleNamespace
 from typing import Mapping, Sequence
 
 from thinkflow.errors import (
@@ -24,7 +28,7 @@ from thinkflow.errors import (
     ProviderUnavailableError,
     RateLimitError,
 )
-from thinkflow.model.providers import OLLAMA_PROVIDERS, key_env_var
+from thinkflow.model.providers import OLLAMA_PROVIDERS, key_env_var, load_litellm
 from thinkflow.redaction import redact
 
 OLLAMA_DEFAULT_BASE = "http://localhost:11434"
@@ -38,25 +42,40 @@ def bare_message(exc: ModelError) -> str:
     return text[: -len(suffix)] if suffix and text.endswith(suffix) else text
 
 
+@cache
+def _classes() -> SimpleNamespace:
+    """LiteLLM's exception classes (and the OpenAI SDK and httpx bases they or a raw transport error share),
+    grouped by what they mean for a retry and a hint. Imported on first use (LiteLLM is heavy)."""
+    litellm = load_litellm()
+    import httpx
+    import openai
+
+    return SimpleNamespace(
+        provider=(openai.OpenAIError, httpx.HTTPError),
+        timeout=(litellm.Timeout, openai.APITimeoutError, httpx.TimeoutException),
+        connection=(litellm.APIConnectionError, openai.APIConnectionError, httpx.TransportError),
+        context_window=(litellm.ContextWindowExceededError,),
+        auth=(litellm.AuthenticationError, litellm.PermissionDeniedError, openai.AuthenticationError,
+              openai.PermissionDeniedError),
+        not_found=(litellm.NotFoundError, openai.NotFoundError),
+        rate_limit=(litellm.RateLimitError, openai.RateLimitError),
+        final=(litellm.BadRequestError, litellm.UnprocessableEntityError, openai.BadRequestError,
+               openai.UnprocessableEntityError),
+    )
+
+
 def is_provider_error(exc: Exception) -> bool:
-    """True for an exception raised by the provider stack (LiteLLM, OpenAI SDK, httpx) or the network."""
-    mod = type(exc).__module__ or ""
-    return mod.startswith(("litellm", "openai", "httpx", "httpcore")) or isinstance(exc, (ConnectionError, TimeoutError))
+    """True for an exception raised by the provider stack (LiteLLM and the OpenAI SDK it builds on, httpx) or
+    the network."""
+    return isinstance(exc, (*_classes().provider, ConnectionError, TimeoutError))
 
 
 def _is_timeout(exc: Exception) -> bool:
-    name = type(exc).__name__
-    return name in ("Timeout", "APITimeoutError", "ReadTimeout", "ConnectTimeout", "TimeoutException") or \
-        isinstance(exc, TimeoutError)
+    return isinstance(exc, (*_classes().timeout, TimeoutError))
 
 
 def _is_connection(exc: Exception) -> bool:
-    if _is_timeout(exc):
-        return False
-    if type(exc).__name__ in ("APIConnectionError", "ConnectError", "ConnectionError") or isinstance(exc, ConnectionError):
-        return True
-    text = str(exc)
-    return "Connection error" in text or "Connection refused" in text or "ConnectError" in text
+    return not _is_timeout(exc) and isinstance(exc, (*_classes().connection, ConnectionError))
 
 
 def _status(exc: Exception) -> int | None:
@@ -69,18 +88,17 @@ def retryable(exc: Exception) -> bool:
     auth, not-found or bad requests)."""
     if _is_timeout(exc) or _is_context_window(exc):
         return False
-    name = type(exc).__name__
-    if name in ("AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
-                "UnprocessableEntityError", "ContentPolicyViolationError", "UnsupportedParamsError"):
+    kinds = _classes()
+    if isinstance(exc, (*kinds.auth, *kinds.not_found, *kinds.final)):  # bad requests, content policy, params
         return False
-    if name == "RateLimitError" or _is_connection(exc):
+    if isinstance(exc, kinds.rate_limit) or _is_connection(exc):
         return True
     status = _status(exc)
     return status is not None and (status == 429 or status >= 500)
 
 
 def _is_context_window(exc: Exception) -> bool:
-    return type(exc).__name__ == "ContextWindowExceededError"
+    return isinstance(exc, _classes().context_window)
 
 
 def _headers(exc: Exception) -> Mapping[str, str]:
@@ -147,7 +165,7 @@ def map_error(exc: Exception, *, model: str, provider: str, api_base: str | None
     ``secrets`` are replaced by ``***`` in the message. ``retries`` is how many retries were made before giving up.
     """
     detail = _clean(str(exc), secrets)
-    name = type(exc).__name__
+    kinds = _classes()
     status = _status(exc)
     tried = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
     if _is_context_window(exc):
@@ -159,19 +177,20 @@ def map_error(exc: Exception, *, model: str, provider: str, api_base: str | None
     if _is_timeout(exc):
         return ModelTimeoutError(f"{model} timed out after {timeout:g} s", model=model,
                                  hint="raise model.timeout (seconds) in the agent spec, or use a faster model")
-    if name in ("AuthenticationError", "PermissionDeniedError") or status in (401, 403) or \
+    # the OpenAI SDK's "api_key must be set" is a plain OpenAIError: its text is all there is to tell it by
+    if isinstance(exc, kinds.auth) or status in (401, 403) or \
             "Missing credentials" in detail or "api_key must be set" in detail:
         var = key_env_var(model) if provider != "local" else None
         hint = f"set {var} in the environment, or model.api_key: ${{{var}}}" if var else \
             "check model.api_key and the provider's credentials"
         return AuthenticationError(f"{provider or model} refused the credentials for {model}: {detail}",
                                    model=model, hint=hint)
-    if "LLM Provider NOT provided" in detail:
+    if "LLM Provider NOT provided" in detail:  # a BadRequestError like any other but for this text
         return ModelNotFoundError(
             f"unknown provider in model {model!r}", model=model,
             hint="prefix the model with a LiteLLM provider, e.g. openai/gpt-4o-mini, ollama_chat/llama3.1, "
                  "anthropic/claude-haiku-4-5, or use local/qwen2.5-coder-1.5b")
-    if name == "NotFoundError" or status == 404:
+    if isinstance(exc, kinds.not_found) or status == 404:
         if provider in OLLAMA_PROVIDERS:
             hint = f"pull it with `ollama pull {model.split('/', 1)[1]}`"
         else:
@@ -187,7 +206,7 @@ def map_error(exc: Exception, *, model: str, provider: str, api_base: str | None
         return ProviderUnavailableError(f"could not reach {provider or 'the provider'}{where} for {model}{tried}: "
                                         f"{detail}", model=model,
                                         hint="check the network and model.api_base, or add model.fallbacks")
-    if name == "RateLimitError" or status == 429:
+    if isinstance(exc, kinds.rate_limit) or status == 429:
         return RateLimitError(f"{provider or model} kept rate-limiting {model}{tried}: {detail}", model=model,
                               hint="wait and run again, raise model.num_retries, or add model.fallbacks")
     if status is not None and status >= 500:

@@ -1,34 +1,25 @@
 """What LiteLLM knows about providers and models: the one place that imports LiteLLM.
 
 :func:`load_litellm` imports it lazily with the bundled model/price map (no network at import); the rest answers
-questions about a model string without calling it: its provider, the environment variable of its API key, and
-its :class:`Capabilities` (native tool calls, JSON-schema output, JSON mode).
+questions about a model string without calling it: its provider, whether its API key is in the environment and
+under which names (LiteLLM's ``validate_environment``, so ThinkFlow checks exactly the names LiteLLM reads:
+``GOOGLE_API_KEY`` or ``GEMINI_API_KEY`` for ``gemini/...``), the key values to redact, and its
+:class:`Capabilities` (native tool calls, JSON-schema output, JSON mode).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable
-
-#: provider (LiteLLM prefix) -> environment variable of its API key
-PROVIDER_KEYS: dict[str, str] = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "gemini": "GEMINI_API_KEY",
-    "groq": "GROQ_API_KEY",
-    "mistral": "MISTRAL_API_KEY",
-    "deepseek": "DEEPSEEK_API_KEY",
-    "openrouter": "OPENROUTER_API_KEY",
-    "xai": "XAI_API_KEY",
-    "together_ai": "TOGETHERAI_API_KEY",
-    "fireworks_ai": "FIREWORKS_API_KEY",
-    "cohere": "COHERE_API_KEY",
-    "cohere_chat": "COHERE_API_KEY",
-    "perplexity": "PERPLEXITYAI_API_KEY",
-}
+from typing import Any, Callable, Mapping
 
 OLLAMA_PROVIDERS = ("ollama", "ollama_chat")
+
+OPENAI_KEY_VAR = "OPENAI_API_KEY"
+"""The key LiteLLM sends to OpenAI-compatible servers (``openai/...`` with ``api_base``)."""
+
+_KEY_SUFFIXES = ("_API_KEY", "_AUTH_TOKEN", "_API_TOKEN", "_KEY", "_TOKEN")
+"""Endings of the environment variables that hold credentials (not bases, versions or regions)."""
 
 
 @dataclass(frozen=True)
@@ -67,19 +58,71 @@ def provider_of(model: str) -> str:
         return model.split("/", 1)[0] if "/" in model else ""
 
 
-def key_env_var(model: str) -> str | None:
-    """Name of the environment variable holding the API key for ``model``'s provider, or None (Ollama, local)."""
+def _is_key_name(name: str) -> bool:
+    return name.endswith(_KEY_SUFFIXES)
+
+
+def _no_key_needed(provider: str) -> bool:
+    return provider in OLLAMA_PROVIDERS or provider == "local" or not provider
+
+
+def missing_keys(model: str) -> list[str]:
+    """The API-key environment variables ``model`` needs and the environment lacks, as LiteLLM's
+    ``validate_environment`` names them (several names are alternatives: ``["GOOGLE_API_KEY", "GEMINI_API_KEY"]``
+    for ``gemini/...``); ``[]`` when the key is there or the provider needs none (Ollama, local, unknown)."""
     provider = provider_of(model)
-    if provider in PROVIDER_KEYS:
-        return PROVIDER_KEYS[provider]
-    if provider in OLLAMA_PROVIDERS or provider == "local" or not provider:
-        return None
+    if _no_key_needed(provider):
+        return []
     try:
-        missing = load_litellm().validate_environment(model=model).get("missing_keys") or []
-    except Exception:
+        found = load_litellm().validate_environment(model=model)
+    except Exception:  # noqa: BLE001 - LiteLLM could not tell: no check
+        return []
+    if found.get("keys_in_environment"):
+        return []
+    return [k for k in found.get("missing_keys") or [] if _is_key_name(k)]
+
+
+def key_env_var(model: str) -> str | None:
+    """The environment variable to name in a hint about ``model``'s API key: the first one LiteLLM reports
+    missing; when the key is set, the set variable named ``<PROVIDER>_API_KEY``; else None (Ollama, local, or a
+    provider whose key names LiteLLM does not report)."""
+    missing = missing_keys(model)
+    if missing:
+        return missing[0]
+    provider = provider_of(model)
+    if _no_key_needed(provider):
         return None
-    keys = [k for k in missing if k.endswith("_KEY")]
-    return keys[0] if keys else None
+    guess = f"{provider.upper()}_API_KEY"
+    return guess if os.environ.get(guess) else None
+
+
+def provider_key(model: str) -> str | None:
+    """The API key LiteLLM itself would send for ``model`` when none is given (its provider's ``get_api_key``,
+    reading the environment names LiteLLM knows), or None when LiteLLM has no such lookup for the provider."""
+    provider = provider_of(model)
+    if _no_key_needed(provider):
+        return None
+    load_litellm()
+    try:
+        from litellm.types.utils import LlmProviders
+        from litellm.utils import ProviderConfigManager
+
+        info = ProviderConfigManager.get_provider_model_info(model, LlmProviders(provider))
+        return info.get_api_key() if info is not None else None
+    except Exception:  # noqa: BLE001 - an unknown provider or an older LiteLLM: nothing to add
+        return None
+
+
+def key_values(model: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every credential value that may appear in ``model``'s provider errors, to redact: the key LiteLLM would send
+    (:func:`provider_key`) and the value of every environment variable whose name is a credential name
+    (``*_API_KEY``, ``*_AUTH_TOKEN``, ...; e.g. ``GOOGLE_API_KEY``)."""
+    env = os.environ if environ is None else environ
+    values = [v for k, v in env.items() if _is_key_name(k) and v.strip()]
+    key = provider_key(model) if model else None
+    if key:
+        values.append(key)
+    return list(dict.fromkeys(values))
 
 
 def model_prefix(model: str) -> str:

@@ -206,3 +206,53 @@ def test_registering_two_functions_under_one_name_is_an_error_naming_both():
         tool("twin")(first)  # the same function again (a module imported twice) is no conflict
     finally:
         unregister("twin")
+
+
+def test_signature_types_pydantic_knows_keep_their_format_and_limits():
+    import dataclasses
+    from datetime import datetime
+    from pathlib import Path
+    from typing import Annotated
+
+    from pydantic import Field
+
+    @dataclasses.dataclass
+    class Window:
+        start: datetime
+        hours: int = 1
+
+    def book(when: datetime, where: Path, window: Window, seats: Annotated[int, Field(ge=0, le=9)] = 1,
+             tags: list[Annotated[str, Field(min_length=2)]] | None = None) -> str:
+        """Book a room.
+
+        Args:
+            when: Start time.
+        """
+        return (f"{type(when).__name__} {when.isoformat()} {type(where).__name__} {where} "
+                f"{type(window).__name__} {window.start.hour} {window.hours} {seats}")
+
+    assert derive_parameters(book) == {
+        "type": "object",
+        "properties": {
+            "when": {"type": "string", "format": "date-time", "description": "Start time."},
+            "where": {"type": "string", "format": "path"},
+            "window": {"type": "object", "properties": {"start": {"type": "string", "format": "date-time"},
+                                                        "hours": {"type": "integer", "default": 1}},
+                       "required": ["start"]},
+            "seats": {"type": "integer", "minimum": 0, "maximum": 9, "default": 1},
+            "tags": {"type": ["array", "null"], "items": {"type": "string", "minLength": 2}},
+        },
+        "required": ["when", "where", "window"],
+        "additionalProperties": False,
+    }
+    box = Toolbox({"book": PythonTool(ToolSpec(name="book", description="", kind="python"), func=book)})
+    ok = box.call("book", {"when": "2026-12-01T09:30:00", "where": "rooms/a", "window": {"start": "2026-12-01T10:00:00"},
+                           "seats": 3})
+    assert (ok.status, ok.text) == ("ok", "datetime 2026-12-01T09:30:00 PosixPath rooms/a Window 10 1 3")
+    too_many = box.call("book", {"when": "2026-12-01T09:30:00", "where": "a", "window": {"start": "2026-12-01"},
+                                 "seats": 12})
+    assert too_many.status == "invalid" and "seats" in too_many.text
+    bad_date = PythonTool(ToolSpec(name="book", description="", kind="python"), func=book).run(
+        {"when": "next tuesday", "where": "a", "window": {"start": "2026-12-01T10:00:00"}})
+    assert bad_date.status == "invalid"
+    assert bad_date.text.startswith("invalid arguments for tool 'book': argument 'when': Input should be a valid datetime")

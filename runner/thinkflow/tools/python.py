@@ -13,7 +13,6 @@ background until the process exits; write long-running work as a shell tool when
 from __future__ import annotations
 
 import asyncio
-import enum
 import importlib
 import inspect
 import json
@@ -21,7 +20,6 @@ import sys
 import threading
 import time
 import traceback
-import typing
 from pathlib import Path
 from typing import Any, Callable
 
@@ -31,7 +29,7 @@ from thinkflow.tools.base import ToolResult
 from thinkflow.config.entrypoints import search_dirs
 from thinkflow.tools.output import cap_text, decode
 from thinkflow.tools.registry import load_entry_point, registered
-from thinkflow.tools.schema import derive_parameters
+from thinkflow.tools.schema import SignatureArguments, derive_parameters
 
 
 def import_entrypoint(value: str, search: list[Path] | None = None) -> Callable[..., Any]:
@@ -128,21 +126,6 @@ def run_with_timeout(func: Callable[..., Any], kwargs: dict[str, Any], timeout: 
     return ToolResult(result.status, text, data)
 
 
-def _enum_params(func: Callable[..., Any]) -> dict[str, type[enum.Enum]]:
-    try:
-        hints = typing.get_type_hints(func)
-    except Exception:
-        return {}
-    found: dict[str, type[enum.Enum]] = {}
-    for name, hint in hints.items():
-        candidates = [hint, *typing.get_args(hint)]
-        for c in candidates:
-            if isinstance(c, type) and issubclass(c, enum.Enum):
-                found[name] = c
-                break
-    return found
-
-
 def resolve_function(spec: ToolSpec) -> Callable[..., Any]:
     """The function behind a python tool: ``entrypoint``, else the @tool registry, else the entry-point group.
 
@@ -166,21 +149,22 @@ class PythonTool:
     def __init__(self, spec: ToolSpec, func: Callable[..., Any] | None = None):
         self.spec = spec
         self.func = func if func is not None else resolve_function(spec)
-        self._parameters = spec.parameters if spec.parameters is not None else derive_parameters(self.func)
-        self._enums = _enum_params(self.func)
+        self._derived = spec.parameters is None
+        self._parameters = derive_parameters(self.func) if self._derived else spec.parameters
+        self._arguments = SignatureArguments(self.func)
 
     def parameters(self) -> dict[str, Any]:
         """The declared schema, or the one derived from the function."""
         return self._parameters
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
-        """Call the function with the (validated) arguments; Enum-typed parameters get Enum members."""
-        kwargs = dict(arguments)
-        for name, enum_type in self._enums.items():
-            if name in kwargs and kwargs[name] is not None and not isinstance(kwargs[name], enum_type):
-                try:
-                    kwargs[name] = enum_type(kwargs[name])
-                except ValueError:
-                    pass
+        """Call the function with the arguments converted to its parameters' types by pydantic
+        (:class:`~thinkflow.tools.schema.SignatureArguments`: Enum members, datetimes, paths, dataclasses); a value
+        that does not convert is an "invalid" result when the schema was derived from the signature, and passes
+        as it is when the spec declares its own schema."""
+        try:
+            kwargs = self._arguments.convert(arguments, strict=self._derived)
+        except ValueError as problem:
+            return ToolResult("invalid", f"invalid arguments for tool '{self.spec.name}': {problem}")
         return run_with_timeout(self.func, kwargs, self.spec.timeout, self.spec.max_output)
 

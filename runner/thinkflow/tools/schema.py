@@ -2,9 +2,12 @@
 
 Types: ``str`` -> string, ``int`` -> integer, ``float`` -> number, ``bool`` -> boolean, ``list[X]``/``tuple``
 -> array of X, ``dict[str, X]`` -> object of X, ``Optional[X]``/``X | None`` -> X or null, ``Literal[...]`` and
-``Enum`` subclasses -> ``enum`` (values). Defaults become ``default``; parameters without a default are
-``required``. Parameter descriptions come from the docstring in Google (``Args:``), NumPy (``Parameters`` with
-a dashed underline) or Sphinx (``:param name:``) style.
+``Enum`` subclasses -> ``enum`` (values). Every other type -- ``datetime``, ``date``, ``Path``, ``UUID``,
+dataclasses, pydantic models, ``Annotated[int, Field(ge=0)]`` and other constrained types -- gets the schema
+pydantic's ``TypeAdapter`` writes for it (references inlined, titles dropped), so it keeps its format and limits.
+Defaults become ``default``; parameters without a default are ``required``. Parameter descriptions come from the
+docstring in Google (``Args:``), NumPy (``Parameters`` with a dashed underline) or Sphinx (``:param name:``)
+style. :class:`SignatureArguments` validates and converts a call's arguments with the same TypeAdapters.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import json
 import re
 import types
 import typing
-from typing import Any, Callable, Literal, Union
+from typing import Any, Callable, Literal, Mapping, Union
 
 _SIMPLE = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
 
@@ -47,7 +50,7 @@ def type_schema(annotation: Any) -> dict[str, Any]:
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin is typing.Annotated:
-        return type_schema(args[0])
+        return _pydantic_schema(annotation) or type_schema(args[0])
     if origin is Literal:
         return _enum_schema(list(args))
     if origin in (Union, types.UnionType):
@@ -82,7 +85,93 @@ def type_schema(annotation: Any) -> dict[str, Any]:
         if len(args) == 2:
             schema["additionalProperties"] = type_schema(args[1])
         return schema
-    return {}
+    return _pydantic_schema(annotation)
+
+
+def _pydantic_schema(annotation: Any) -> dict[str, Any]:
+    """pydantic's JSON Schema of ``annotation`` with ``$defs`` inlined and ``title`` s dropped; {} when pydantic
+    cannot describe it (an arbitrary class: anything goes)."""
+    from pydantic import TypeAdapter  # heavy: only for the types the table above does not cover
+
+    try:
+        schema = TypeAdapter(annotation).json_schema()
+    except Exception:  # noqa: BLE001 - PydanticSchemaGenerationError, PydanticInvalidForJsonSchema, ...
+        return {}
+    defs = schema.pop("$defs", {})
+    return _inline(schema, defs, ())
+
+
+def _inline(node: Any, defs: Mapping[str, Any], seen: tuple[str, ...]) -> Any:
+    """``node`` with each ``{"$ref": "#/$defs/X"}`` replaced by ``defs[X]`` (a recursive reference becomes {})
+    and the ``title`` keywords removed (property names called "title" stay)."""
+    if isinstance(node, list):
+        return [_inline(item, defs, seen) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        name = ref[len("#/$defs/"):]
+        if name in seen or name not in defs:
+            return {}
+        rest = {k: v for k, v in node.items() if k != "$ref"}
+        return {**_inline(defs[name], defs, (*seen, name)), **_inline(rest, defs, seen)}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title":
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _inline(sub, defs, seen) for name, sub in value.items()}
+        else:
+            out[key] = _inline(value, defs, seen)
+    return out
+
+
+class SignatureArguments:
+    """Validates and converts a call's arguments to the types of ``func``'s annotated parameters with pydantic
+    ``TypeAdapter`` s (lax mode: ``"2026-01-01"`` -> ``datetime``, ``"f"`` -> ``Unit.F``, an object -> a
+    dataclass; ``Annotated`` limits enforced). Unannotated, ``Any`` and ``**kwargs`` values pass as they are."""
+
+    def __init__(self, func: Callable[..., Any]):
+        from pydantic import TypeAdapter
+
+        try:
+            hints = typing.get_type_hints(func, include_extras=True)
+        except Exception:  # unresolvable forward references: nothing to convert
+            hints = {}
+        self._adapters: dict[str, Any] = {}
+        for name, param in inspect.signature(func).parameters.items():
+            annotation = hints.get(name, inspect.Parameter.empty)
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or annotation in (inspect.Parameter.empty, Any):
+                continue
+            try:
+                self._adapters[name] = TypeAdapter(annotation)
+            except Exception:  # noqa: BLE001 - a type pydantic cannot handle is passed through
+                continue
+
+    def convert(self, arguments: Mapping[str, Any], *, strict: bool = True) -> dict[str, Any]:
+        """The arguments converted to the parameters' types.
+
+        Args:
+            arguments: the call's arguments by name (already checked against the JSON Schema).
+            strict: raise for a value that does not convert; else keep such a value as it is (a tool whose
+                declared schema may differ from its annotations).
+        Raises:
+            ValueError: ``"argument 'days': Input should be greater than or equal to 0"`` (``strict`` only).
+        """
+        from pydantic import ValidationError
+
+        converted = dict(arguments)
+        for name, adapter in self._adapters.items():
+            if name not in converted:
+                continue
+            try:
+                converted[name] = adapter.validate_python(converted[name])
+            except ValidationError as failure:
+                if strict:
+                    first = failure.errors()[0]
+                    where = ".".join(str(p) for p in (name, *first.get("loc", ())))
+                    raise ValueError(f"argument '{where}': {first.get('msg', 'invalid value')}") from None
+        return converted
 
 
 _GOOGLE_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments)\s*:\s*$")

@@ -279,7 +279,7 @@ class SpanRecorder:
             if event.status != "completed":
                 self._fail(span, event.status, event.error or "")
             self._end(span, event.time)
-        elif isinstance(event, (ev.Warning, ev.StyleSwitched)):
+        elif isinstance(event, (ev.RunWarning, ev.StyleSwitched)):
             attributes = {k: v for k, v in event.to_dict().items() if isinstance(v, (str, int, float, bool))
                           and k not in ("type", "time")}
             state.span.add_event(event.type, self.redact(attributes), timestamp=_ns(event.time))

@@ -8,6 +8,7 @@ document defensively, so it can run even when the schema found problems elsewher
 from __future__ import annotations
 
 import os
+import shlex
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -82,8 +83,6 @@ def check_tool(data: dict[str, Any], file: str, marks: Marks, base: PathKey = ()
     if kind == "shell":
         command = data.get("command")
         if isinstance(command, str):
-            import shlex
-
             try:
                 shlex.split(command)
             except ValueError as exc:

@@ -7,6 +7,8 @@ apply defaults (which live in the dataclasses), convert lists to tuples and reso
 
 from __future__ import annotations
 
+import os.path
+import shlex
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -33,8 +35,6 @@ from thinkflow.config.spec import (
 def _path(value: str | None, base_dir: Path | None) -> Path | None:
     if value is None:
         return None
-    import os.path
-
     path = Path(value).expanduser()
     return path if path.is_absolute() or base_dir is None else Path(os.path.normpath(base_dir / path))
 
@@ -133,8 +133,6 @@ def tool_from_dict(
     Raises:
         ValueError: a shell command string that ``shlex`` cannot split (unbalanced quotes).
     """
-    import shlex
-
     command = value.get("command", ())
     if isinstance(command, str):
         command = (command,) if value.get("shell") else shlex.split(command)

@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from thinkflow.errors import ConfigIssue
+
 MAX_BYTES = 1024 * 1024
 """Largest config file read, in bytes (1 MiB)."""
 
@@ -109,8 +111,6 @@ class _Builder:
         self.active: set[int] = set()
 
     def issue(self, mark: Any, path: PathKey, message: str, hint: str = "") -> None:
-        from thinkflow.errors import ConfigIssue
-
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
         self.issues.append(ConfigIssue(self.file, line, col, dotted(path), message, hint))
 
@@ -207,8 +207,6 @@ class _TooBig(Exception):
 
 def _yaml_error_issue(file: str, text: str, error: yaml.YAMLError) -> Any:
     """One issue for a YAML syntax error, with a plain fix for tabs used as indentation."""
-    from thinkflow.errors import ConfigIssue
-
     mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
     problem = getattr(error, "problem", None) or str(error)
     if isinstance(error, yaml.reader.ReaderError):  # a character YAML does not allow, at a character offset
@@ -234,8 +232,6 @@ def read_text(path: Path, file: str | None = None) -> tuple[str | None, list[Any
 
     Returns ``(text, [])`` or ``(None, [issue])``.
     """
-    from thinkflow.errors import ConfigIssue
-
     file = file if file is not None else str(path)
     try:
         size = path.stat().st_size
@@ -261,8 +257,6 @@ def parse_documents(text: str, file: str = "<string>") -> tuple[list[Document], 
     Returns ``(documents, issues)``; a YAML syntax error, an oversized text or an alias bomb gives no documents
     and one issue. Empty documents are skipped.
     """
-    from thinkflow.errors import ConfigIssue
-
     if len(text) > MAX_BYTES and len(text.encode("utf-8")) > MAX_BYTES:
         return [], [ConfigIssue(file, 1, 1, "", f"text is over the limit of {MAX_BYTES} bytes",
                                 "split it into smaller files")]

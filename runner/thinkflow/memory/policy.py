@@ -17,6 +17,7 @@ from thinkflow.config.spec import LongTermSpec, ToolSpec
 from thinkflow.errors import MemoryStoreError
 from thinkflow.tools.base import RunInfo, ToolResult
 from thinkflow.memory.shortterm import cut_middle
+from thinkflow.memory.records import now_metadata
 
 if TYPE_CHECKING:  # pragma: no cover
     from thinkflow.memory.longterm import LongTermMemory
@@ -37,8 +38,6 @@ def shorten(text: str, limit: int) -> str:
 
 
 def _base_metadata(agent: str, session: str | None, kind: str) -> dict[str, Any]:
-    from thinkflow.memory.records import now_metadata
-
     meta: dict[str, Any] = {"agent": agent, "session": session, "kind": kind}
     meta.update(now_metadata())
     return meta

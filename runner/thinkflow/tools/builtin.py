@@ -13,6 +13,10 @@ from thinkflow.config.builtin_tools import BUILTIN_NAMES, PARAMETERS, builtin_sp
 from thinkflow.config.spec import ToolSpec
 from thinkflow.errors import ToolError
 from thinkflow.tools.base import ToolResult
+from thinkflow.tools import data, files
+from thinkflow.tools.calculator import CalculatorError, calculator
+from thinkflow.tools.data import DataToolError
+from thinkflow.tools.python import run_with_timeout
 
 __all__ = ["BUILTIN_NAMES", "BuiltinTool", "builtin_specs", "is_builtin"]
 
@@ -40,25 +44,15 @@ class BuiltinTool:
     def _function(self) -> Callable[..., Any]:
         root, name, cap = self.root, self.spec.name, self.spec.max_output
         if name == "calculator":
-            from thinkflow.tools.calculator import calculator
-
             return calculator
         if name in ("read_file", "list_dir", "write_file"):
-            from thinkflow.tools import files
-
             if name == "read_file":
                 return lambda path: files.read_file(root, path, cap)
             return lambda **kw: getattr(files, name)(root, **kw)
-        from thinkflow.tools import data
-
         return lambda **kw: getattr(data, name)(root, **kw)
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         """Run the built-in once."""
-        from thinkflow.tools.calculator import CalculatorError
-        from thinkflow.tools.data import DataToolError
-        from thinkflow.tools.python import run_with_timeout
-
         func = self._function()
 
         def guarded(**kwargs: Any) -> Any:

@@ -22,6 +22,10 @@ from thinkflow.config.spec import AgentSpec, ToolRef, ToolSpec
 from thinkflow.tools.approval import Approver
 from thinkflow.tools.base import RunAware, RunInfo, Tool, ToolResult
 from thinkflow.tools.builtin import BuiltinTool, builtin_specs
+from thinkflow.tools.http import HttpTool
+from thinkflow.tools.python import PythonTool, error_result
+from thinkflow.tools.shell import ShellTool
+from thinkflow.tools.templating import effective_arguments, value_text
 from thinkflow.tools.validation import check_arguments
 
 NEEDS_APPROVAL = "needs approval: run with --yes or in a terminal"
@@ -38,16 +42,10 @@ def build_tool(spec: ToolSpec, workspace: Path | None = None) -> Tool:
     if spec.kind == "builtin":
         return BuiltinTool(spec, workspace)
     if spec.kind == "shell":
-        from thinkflow.tools.shell import ShellTool
-
         return ShellTool(spec)
     if spec.kind == "http":
-        from thinkflow.tools.http import HttpTool
-
         return HttpTool(spec)
     if spec.kind == "python":
-        from thinkflow.tools.python import PythonTool
-
         return PythonTool(spec)
     raise ToolError(f"tool {spec.name!r}: unknown kind {spec.kind!r}")
 
@@ -55,8 +53,6 @@ def build_tool(spec: ToolSpec, workspace: Path | None = None) -> Tool:
 def _texts(value: Any) -> list[str]:
     """The texts a rule checks for one argument value: the value's text, and for lists each element's text and
     the elements joined with spaces."""
-    from thinkflow.tools.templating import value_text
-
     if isinstance(value, (list, tuple)):
         return [value_text(v) for v in value] + [value_text(list(value))]
     return [value_text(value)]
@@ -69,8 +65,6 @@ def check_rules(ref: ToolRef, arguments: dict[str, Any], parameters: dict[str, A
     the argument (each list element) must match one regex. Rules see the value the tool will get (schema
     defaults filled in); rules on arguments that are absent pass.
     """
-    from thinkflow.tools.templating import effective_arguments
-
     values = effective_arguments(arguments, parameters)
     for arg, patterns in ref.deny.items():
         if arg not in values or values[arg] is None:
@@ -228,8 +222,6 @@ class Toolbox:
         try:
             result = tool.run(dict(arguments))
         except Exception as exc:  # noqa: BLE001 - a tool bug is an observation, not a crash
-            from thinkflow.tools.python import error_result
-
             result = error_result(exc)
         data = dict(result.data)
         data.setdefault("duration_s", round(time.monotonic() - started, 3))

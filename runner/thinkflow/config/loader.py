@@ -1,5 +1,9 @@
-"""Config files -> checked, frozen specs: YAML with line marks -> env interpolation -> JSON Schema ->
-cross-references -> :class:`~thinkflow.config.spec.AgentSpec` / :class:`~thinkflow.config.spec.ToolSpec`.
+"""Config files -> checked, frozen specs, in stages that each finish before the next: parse (YAML with line marks,
+:mod:`~thinkflow.config.yamlread`) -> interpolate ``${VAR}`` (:mod:`~thinkflow.config.interpolate`) -> validate
+against the JSON Schema (:mod:`~thinkflow.config.schemas`) -> resolve references (tools, prompt template, output
+schema, sub-agents: :mod:`~thinkflow.config.refs`) -> build the frozen
+:class:`~thinkflow.config.spec.AgentSpec` / :class:`~thinkflow.config.spec.ToolSpec`
+(:mod:`~thinkflow.config.specbuild`). This module runs the stages and caches parsed files.
 
 Every stage collects issues instead of stopping, so :class:`~thinkflow.errors.SpecError` lists every problem in a
 file, in file order, each as ``file:line:col: path: message (hint)``. Values interpolated from the environment are
@@ -17,14 +21,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from thinkflow.config import refs
-from thinkflow.errors import ConfigIssue, PromptError, SpecError
-from thinkflow.text import did_you_mean
+from thinkflow.errors import ConfigIssue, SpecError
 from thinkflow.config.interpolate import interpolate, redact_issue
-from thinkflow.config.prompt_vars import RUNTIME_PROMPT_VARS, template_variables
 from thinkflow.config.schemas import validate
-from thinkflow.config.spec import AgentSpec, SubAgentRef, ToolSpec
+from thinkflow.config.spec import AgentSpec, ToolSpec
 from thinkflow.config.specbuild import agent_from_dict, prompt_from_dict, tool_from_dict
-from thinkflow.config.yamlread import Document, Marks, PathKey, dotted, parse_documents, read_text
+from thinkflow.config.yamlread import Document, parse_documents, read_text
 
 _VARS = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
 _PARSED: dict[tuple[Any, ...], tuple[str | None, list[Document], list[ConfigIssue]]] = {}
@@ -85,11 +87,11 @@ def _tool_doc(doc: Document, path: Path, env: Mapping[str, str]) -> tuple[ToolSp
     issues = _mapping(doc, file, "a tool")
     if issues:
         return None, issues
-    data, secrets, issues = interpolate(doc.data, env, file=file, marks=doc.marks)
-    schema_issues = _without_env_paths(validate(data, "tool", file=file, marks=doc.marks), issues)
-    issues += schema_issues + refs.check_tool(data, file, doc.marks)
+    data, secrets, issues = interpolate(doc.data, env, file=file, marks=doc.marks)  # 2. interpolate
+    schema_issues = _without_env_paths(validate(data, "tool", file=file, marks=doc.marks), issues)  # 3. schema
+    issues += schema_issues + refs.check_tool(data, file, doc.marks)  # 4. references (placeholders, schemas)
     spec = None
-    if not issues:
+    if not issues:  # 5. build
         try:
             spec = tool_from_dict(data, source=path, base_dir=path.parent, secrets=tuple(secrets))
         except ValueError as exc:  # pragma: no cover - check_tool reports unsplittable commands first
@@ -143,12 +145,18 @@ def load_tools(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = 
 
 
 class _Session:
-    """Memo of one load or validate call: the tool index of each search path is built once per call, so a
-    hundred agents sharing a tools.d/ do not each list and stat it again."""
+    """Memo of one load or validate call, and what the reference stage asks of the loader
+    (:class:`refs.Loaded`): the tool index of each search path is built once per call, so a hundred agents
+    sharing a tools.d/ do not each list and stat it again; sub-agent files go through every stage."""
 
     def __init__(self, env: Mapping[str, str]):
         self.env = env
         self.indexes: dict[Path, dict[str, tuple[ToolSpec | None, str]]] = {}
+
+    def agent(self, path: Path, stack: tuple[tuple[str, Path], ...], depth_left: int | None
+              ) -> tuple[AgentSpec | None, list[ConfigIssue]]:
+        """A sub-agent's file through every stage (:func:`_agent_file`)."""
+        return _agent_file(path, self, stack, depth_left)
 
     def tool_index(self, paths: list[Path]) -> dict[str, tuple[ToolSpec | None, str]]:
         """name -> (spec, "") or (None, first problem of its file); the first definition in search order wins."""
@@ -178,168 +186,33 @@ def _tool_index(source: Path, env: Mapping[str, str]) -> dict[str, tuple[ToolSpe
 # --- agents -------------------------------------------------------------------------------------------------------
 
 
-class _Agent:
-    """The checks of one agent document; collects issues and the parts the spec is built from."""
-
-    def __init__(self, path: Path, doc: Document, session: _Session, stack: tuple[tuple[str, Path], ...],
-                 depth_left: int | None):
-        env = session.env
-        self.path, self.file, self.env, self.stack, self.session = path, str(path), env, stack, session
-        self.base_dir = path.parent
-        self.marks: Marks = doc.marks
-        self.data, self.secrets, self.issues = interpolate(doc.data, env, file=self.file, marks=doc.marks)
-        self.issues += _without_env_paths(validate(self.data, "agent", file=self.file, marks=doc.marks), self.issues)
-        own = self.data.get("max_depth", 3)
-        own = own if isinstance(own, int) and not isinstance(own, bool) else 3
-        self.depth_left = own if depth_left is None else min(depth_left, own)
-        self.name = self.data.get("name") if isinstance(self.data.get("name"), str) else path.stem
-
-    def issue(self, path: PathKey, message: str, hint: str = "", key: bool = False) -> None:
-        line, col = self.marks.at(path, key=key)
-        self.issues.append(ConfigIssue(self.file, line, col, dotted(path), message, hint))
-
-    def tools(self) -> dict[str, ToolSpec]:
-        entries = self.data.get("tools")
-        if not isinstance(entries, list) or not entries:
-            return {}
-        workspace = self.data.get("workspace", ".")
-        workspace = refs.norm(self.base_dir / workspace) if isinstance(workspace, str) else self.base_dir
-        index = self.session.tool_index(refs.tool_search_paths(self.data, self.base_dir))
-        builtins = refs.builtin_tools(workspace)
-        found: dict[str, ToolSpec] = {}
-        seen: dict[str, int] = {}
-        for i, entry in enumerate(entries):
-            name = entry.get("name") if isinstance(entry, dict) else entry
-            if not isinstance(name, str):
-                continue
-            at = (("tools", i, "name") if isinstance(entry, dict) else ("tools", i))
-            if name in seen:
-                self.issue(at, f"tool '{name}' is listed twice", f"first at tools[{seen[name]}]; remove one")
-                continue
-            seen[name] = i
-            if name in index:
-                spec, problem = index[name]
-                if spec is None:
-                    self.issue(at, f"tool '{name}' is invalid", f"see {problem}")
-                else:
-                    found[name] = spec
-            elif name in builtins:
-                found[name] = builtins[name]
-            elif name in refs.entry_point_tools():
-                found[name] = refs.entry_point_tools()[name]
-            else:
-                known = [*index, *builtins, *refs.entry_point_tools()]
-                self.issue(at, f"unknown tool '{name}'", did_you_mean(name, known) or
-                           "define it in tools.d/, list its file under tool_paths, or use a built-in")
-        return found
-
-    def prompt(self) -> Path | None:
-        prompt = self.data.get("prompt")
-        if not isinstance(prompt, dict):
-            return None
-        system, text, found = prompt.get("system"), prompt.get("text"), None
-        if isinstance(system, str):
-            found, tried = refs.find_prompt(system, self.base_dir)
-            if found is None:
-                self.issue(("prompt", "system"), f"prompt template '{system}' not found",
-                           "looked in " + ", ".join(str(p) for p in tried))
-                return None
-            try:
-                source, at = found.read_text(encoding="utf-8"), ("prompt", "system")
-            except (OSError, UnicodeDecodeError) as exc:
-                self.issue(("prompt", "system"), f"cannot read prompt template '{system}': {exc}")
-                return None
-        elif isinstance(text, str):
-            source, at = text, ("prompt", "text")
-        else:
-            return None
-        given = prompt.get("vars") if isinstance(prompt.get("vars"), dict) else {}
-        try:
-            names = template_variables(source, name=str(found) if found else "prompt.text")
-        except PromptError as exc:
-            self.issue(at, str(exc))
-            return found
-        provided = sorted(RUNTIME_PROMPT_VARS)
-        for name in sorted(names - set(given) - RUNTIME_PROMPT_VARS):
-            self.issue(at, f"template variable '{name}' is not provided",
-                       f"add it under prompt.vars; the runner provides only {', '.join(provided)}")
-        return found
-
-    def output_schema(self) -> None:
-        if "output_schema" in self.data:
-            self.issues += refs.check_json_schema(self.data["output_schema"], ("output_schema",), self.file,
-                                                  self.marks)
-
-    def subagents(self) -> tuple[SubAgentRef, ...]:
-        entries = self.data.get("agents")
-        if not isinstance(entries, list) or not entries:
-            return ()
-        if self.depth_left <= 0:
-            chain = " -> ".join([n for n, _ in self.stack] + [self.name])
-            self.issue(("agents",), f"delegation nests deeper than max_depth: {chain} -> ...",
-                       "raise max_depth or remove a level of sub-agents", key=True)
-            return ()
-        result = []
-        ancestors = [*self.stack, (self.name, self.path.resolve())]
-        taken = {e.get("name") if isinstance(e, dict) else e for e in self.data.get("tools") or []}
-        for i, entry in enumerate(entries):
-            ref = entry.get("agent") if isinstance(entry, dict) else entry
-            if not isinstance(ref, str):
-                continue
-            at = ("agents", i, "agent") if isinstance(entry, dict) else ("agents", i)
-            target, known = refs.find_subagent(ref, self.base_dir)
-            if target is None:
-                self.issue(at, f"sub-agent '{ref}' not found", did_you_mean(ref, known) or
-                           "give a path to its file, or put it in agents.d/")
-                continue
-            resolved = target.resolve()
-            loop = next((k for k, (_, p) in enumerate(ancestors) if p == resolved), None)
-            if loop is not None:
-                names = [n for n, _ in ancestors[loop:]] + [ancestors[loop][0]]
-                self.issue(at, "sub-agent cycle: " + " -> ".join(names), "remove one of the references")
-                continue
-            spec, issues = _agent_file(target, self.session, tuple(ancestors), self.depth_left - 1)
-            if spec is None:
-                more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
-                self.issue(at, f"sub-agent '{ref}' is invalid", f"see {issues[0]}{more}" if issues else "")
-                continue
-            name = entry.get("name", spec.name) if isinstance(entry, dict) else spec.name
-            if name in taken:
-                self.issue(at, f"sub-agent tool name '{name}' is already used by a tool or sub-agent",
-                           "give the sub-agent another name: {agent: ..., name: ...}")
-                continue
-            taken.add(name)
-            description = entry.get("description", spec.description) if isinstance(entry, dict) else spec.description
-            self.secrets += [s for s in spec.secrets if s not in self.secrets]
-            result.append(SubAgentRef(name=name, description=description, spec=spec))
-        return tuple(result)
-
-
 def _agent_file(path: Path, session: _Session, stack: tuple[tuple[str, Path], ...],
                 depth_left: int | None) -> tuple[AgentSpec | None, list[ConfigIssue]]:
+    """One agent file through the stages, each finished before the next: parse, interpolate, validate against
+    the schema, resolve references (tools, prompt, output schema, sub-agents: :func:`refs.resolve_agent`), build
+    the spec. Issues of every stage up to the references are collected; any issue means no spec."""
     file = str(path)
-    text, docs, issues = _parsed(path)
+    text, docs, issues = _parsed(path)  # 1. parse
     if issues:
         return None, list(issues)
     if len(docs) != 1:
         message = "the file holds no agent" if not docs else "an agent file holds one YAML document, not several"
         line = docs[1].line if len(docs) > 1 else 1
         return None, [ConfigIssue(file, line, 1, "", message)]
-    issues = _mapping(docs[0], file, "an agent")
+    doc = docs[0]
+    issues = _mapping(doc, file, "an agent")
     if issues:
         return None, issues
-    agent = _Agent(path, docs[0], session, stack, depth_left)
-    tool_specs = agent.tools()
-    system = agent.prompt()
-    agent.output_schema()
-    subagents = agent.subagents()
-    issues = _sorted(redact_issue(i, agent.secrets) for i in agent.issues)
+    data, secrets, issues = interpolate(doc.data, session.env, file=file, marks=doc.marks)  # 2. interpolate
+    issues += _without_env_paths(validate(data, "agent", file=file, marks=doc.marks), issues)  # 3. schema
+    found = refs.resolve_agent(data, path, doc.marks, session, stack, depth_left)  # 4. references
+    secrets += [s for s in found.secrets if s not in secrets]
+    issues = _sorted(redact_issue(i, secrets) for i in [*issues, *found.issues])
     if issues:
         return None, issues
-    data = agent.data
-    prompt = prompt_from_dict(data.get("prompt"), system=system)
-    spec = agent_from_dict(data, source=path, base_dir=path.parent, prompt=prompt, tool_specs=tool_specs,
-                           agents=subagents, secrets=tuple(agent.secrets))
+    prompt = prompt_from_dict(data.get("prompt"), system=found.system)  # 5. build
+    spec = agent_from_dict(data, source=path, base_dir=path.parent, prompt=prompt, tool_specs=found.tool_specs,
+                           agents=found.agents, secrets=tuple(secrets))
     return spec, []
 
 

@@ -25,7 +25,7 @@ from typing import Any, Callable
 from thinkflow.config.spec import AgentSpec, ModelSpec
 from thinkflow.config.testfile import CaseSpec, TestFileSpec
 from thinkflow.errors import MemoryStoreError, ModelError, PromptError, ThinkFlowError, ToolError
-from thinkflow.model.providers import PROVIDER_KEYS
+from thinkflow.model.providers import key_values
 from thinkflow.run import events as ev
 from thinkflow.run.base import exit_code_of
 from thinkflow.testing.assertions import Observed, check
@@ -103,7 +103,7 @@ def default_client(model: ModelSpec, override: str | None) -> Any:
 
 
 def _secrets(test: TestFileSpec, agent_secrets: tuple[str, ...]) -> list[str]:
-    return [*agent_secrets, *test.secrets, *(os.environ.get(v, "") for v in set(PROVIDER_KEYS.values()))]
+    return [*agent_secrets, *test.secrets, *key_values("")]  # every credential variable in the environment
 
 
 class _Collector:

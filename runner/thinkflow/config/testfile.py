@@ -18,7 +18,8 @@ from typing import Any
 
 from thinkflow.config import refs
 from thinkflow.config.interpolate import interpolate, redact_issue
-from thinkflow.config.schemas import suggest, validate
+from thinkflow.config.schemas import validate
+from thinkflow.text import did_you_mean
 from thinkflow.config.yamlread import Marks, PathKey, dotted, parse_documents, read_text
 from thinkflow.errors import ConfigIssue, SpecError
 
@@ -217,7 +218,7 @@ def _assertions(check: _Checker, expect: dict[str, Any], base: PathKey,
     def known_tool(name: str, at: PathKey) -> None:
         if tools is not None and name not in tools and name != "total":
             check.issue(at, f"the agent has no tool '{name}'",
-                        suggest(name, tools) or f"its tools: {', '.join(sorted(tools)) or 'none'}", key=False)
+                        did_you_mean(name, tools) or f"its tools: {', '.join(sorted(tools)) or 'none'}", key=False)
 
     for key in ("status", "exit_code", "max_steps", "max_tokens", "max_cost"):
         if key in expect:
@@ -345,7 +346,7 @@ def check_test_file(path: Path, *, env: Mapping[str, str] | None = None
     tools: set[str] | None = None
     if agent_path is None:
         check.issue(("agent",), f"agent '{data['agent']}' not found",
-                    suggest(data["agent"], known) or
+                    did_you_mean(data["agent"], known) or
                     "give a path relative to this file, or a name in agents.d/", key=False)
     else:
         tools, agent_issues = _agent_tools(agent_path, env)

@@ -245,3 +245,16 @@ def test_token_budget_with_litellm_counter_keeps_system_and_task():
     assert view[:2] == [SYSTEM, TASK]
     assert [m.role for m in view[2:]] == ["assistant", "tool"]
     assert view[-1].content.startswith("The log says: event-0 ok") and view[-1].content.endswith("event-4999 ok")
+
+
+def test_with_session_trims_earlier_turns_by_window_and_tokens():
+    earlier = [Message("user", "q1"), Message("assistant", "a1"), Message("user", "q2"), Message("assistant", "a2")]
+    view = [SYSTEM, TASK]
+    assert ShortTermMemory(ShortTermSpec()).with_session(view, earlier) == [SYSTEM, *earlier, TASK]
+    # a window of 3 would start at a1: a turn is never cut in half, so the history starts at q2
+    assert ShortTermMemory(ShortTermSpec(window=3)).with_session(view, earlier) == [SYSTEM, *earlier[2:], TASK]
+    assert ShortTermMemory(ShortTermSpec(window=0)).with_session(view, earlier) == [SYSTEM, TASK]
+    # a token budget drops the oldest exchanges two messages at a time until the request fits
+    count = lambda messages: 10 * len(messages)  # noqa: E731 - a counter with round numbers
+    trimmed = ShortTermMemory(ShortTermSpec(max_tokens=40), count_tokens=count).with_session(view, earlier)
+    assert trimmed == [SYSTEM, *earlier[2:], TASK]

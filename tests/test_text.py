@@ -1,0 +1,51 @@
+"""text.py: the one place that cuts text and suggests a close name."""
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from thinkflow.text import clip, closest, cut_middle, did_you_mean
+
+MARK = re.compile(r"\[\.\.\. (\d+) characters cut(?: [^.]*)? \.\.\.\]")
+
+
+def test_cut_middle_examples():
+    assert cut_middle("short", 10) == "short"
+    assert cut_middle("a" * 10 + "b" * 10, 6) == "aaaa [... 14 characters cut ...] bb"
+    assert cut_middle("a" * 30 + "b" * 30, 12, reason="to fit", newline=True) == (
+        "a" * 8 + "\n[... 48 characters cut to fit ...]\n" + "b" * 4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=300), st.integers(min_value=0, max_value=200), st.booleans())
+def test_cut_middle_keeps_head_and_tail_and_counts_the_cut(text, limit, newline):
+    out = cut_middle(text, limit, newline=newline)
+    if len(text) <= limit:
+        assert out == text
+        return
+    keep = max(limit, 2)
+    head, tail = keep * 2 // 3, keep - keep * 2 // 3
+    assert out.startswith(text[:head]) and out.endswith(text[len(text) - tail:])
+    cut = MARK.search(out[head:])
+    assert cut is not None and int(cut.group(1)) == len(text) - head - tail
+
+
+def test_did_you_mean_and_closest():
+    assert did_you_mean("methd", ["method", "url", "headers"]) == "did you mean 'method'?"
+    assert did_you_mean("zzz", ["method", "url"]) == ""
+    assert closest("calculater", ["calculator", "read_file"], cutoff=0.5) == "calculator"
+    assert closest(3, [1, 2, 33]) == "33"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=20), st.lists(st.text(max_size=20), max_size=8))
+def test_a_suggestion_is_always_one_of_the_choices(word, choices):
+    hint = did_you_mean(word, choices)
+    assert hint == "" or hint[len("did you mean '"):-len("'?")] in choices
+
+
+def test_clip_cuts_lines_then_characters():
+    assert clip("a\nb\nc\n", 100, 2) == "a\nb\n… (1 more lines)"
+    assert clip("x" * 10, 4, 5) == "xxxx …"
+    assert clip("fine  ", 10, 3) == "fine"

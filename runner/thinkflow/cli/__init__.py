@@ -19,10 +19,11 @@ def main() -> None:
 
 
 def _register() -> None:
-    from thinkflow.cli import (batch_cmd, cache_cmd, memory_cmd, run_cmd, test_cmd, tools_cmd, trace_cmd,
+    from thinkflow.cli import (batch_cmd, cache_cmd, memory_cmd, run_cmd, serve_cmd, test_cmd, tools_cmd, trace_cmd,
                                validate_cmd)
 
-    for module in (validate_cmd, test_cmd, run_cmd, batch_cmd, tools_cmd, trace_cmd, memory_cmd, cache_cmd):
+    for module in (validate_cmd, test_cmd, run_cmd, batch_cmd, tools_cmd, trace_cmd, memory_cmd, cache_cmd,
+                   serve_cmd):
         for command in module.COMMANDS:
             main.add_command(command)
 

@@ -1,0 +1,483 @@
+"""`thinkflow serve`: the real server on 127.0.0.1 with a scripted model -- REST runs and streams, sessions, the
+OpenAI-compatible endpoint (the `openai` client), the MCP endpoint (the `mcp` client), auth, limits, cancellation,
+bad requests and graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scripted_servers import OpenAIServer, hang, text, tool_calls
+from serve_support import KEY, LiveServer, agent_yaml, start_subprocess
+
+os.environ.setdefault("TF_SERVE_KEY", KEY)
+
+
+@pytest.fixture(scope="module")
+def scripted():
+    with OpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, scripted):
+    root = tmp_path_factory.mktemp("serve")
+    agent_yaml(root / "agents.d", scripted.url)
+    agent_yaml(root / "agents.d", scripted.url, name="guarded", description="Calculator needs approval.",
+               tools="[{name: calculator, confirm: true}]")
+    return root
+
+
+@pytest.fixture(scope="module")
+def live(work):
+    with LiveServer(work / "agents.d", work, max_task_chars=200, max_body_bytes=4096) as server:
+        yield server
+
+
+@pytest.fixture
+def model(scripted):
+    """The scripted model, emptied for this test."""
+    scripted.queue.clear()
+    scripted.requests.clear()
+    return scripted
+
+
+def post_run(live, agent="helper", timeout=30.0, **body):
+    return httpx.post(f"{live.url}/api/agents/{agent}/runs", json=body, timeout=timeout)
+
+
+def sse_messages(lines):
+    """(event, data) pairs from an iterator of SSE lines."""
+    name, data = None, []
+    for line in lines:
+        if line == "":
+            if data:
+                yield name, json.loads("\n".join(data))
+            name, data = None, []
+        elif line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+# ------------------------------------------------------------------------------------------------ agents and runs
+
+
+def test_agents_are_listed_with_description_model_and_tools(live):
+    response = httpx.get(f"{live.url}/api/agents")
+    assert response.status_code == 200
+    agents = {a["name"]: a for a in response.json()["agents"]}
+    assert sorted(agents) == ["guarded", "helper"]
+    assert agents["helper"]["description"] == "A test helper with a calculator."
+    assert agents["helper"]["model"] == "openai/test"
+    assert [t["name"] for t in agents["helper"]["tools"]] == ["calculator"]
+    assert httpx.get(f"{live.url}/api/agents/helper").json()["name"] == "helper"
+
+
+def test_a_run_returns_its_result_and_its_trace_can_be_fetched(live, model):
+    model.push(tool_calls([("calculator", {"expression": "17*23"}, "c1")]), text("It is 391."))
+    response = post_run(live, task="What is 17*23?")
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["status"] == "completed"
+    assert result["answer"] == "It is 391."
+    assert result["steps"] == 2 and result["tool_calls"] == 1
+    assert result["usage"]["total_tokens"] == 30
+    assert response.headers["x-run-id"] == result["run_id"]
+    assert model.requests[0]["messages"][-1] == {"role": "user", "content": "What is 17*23?"}
+    assert model.requests[1]["messages"][-1]["content"] == "391"
+    trace = httpx.get(f"{live.url}/api/runs/{result['run_id']}/trace").json()
+    types = [e["type"] for e in trace["events"]]
+    assert types[0] == "run_started" and types[-1] == "run_finished"
+    assert "tool_returned" in types
+    summary = httpx.get(f"{live.url}/api/runs/{result['run_id']}").json()
+    assert summary["status"] == "completed" and summary["task"] == "What is 17*23?"
+    listed = httpx.get(f"{live.url}/api/runs").json()["runs"]
+    assert result["run_id"] in [r["run_id"] for r in listed]
+
+
+def test_vars_reach_the_prompt(live, model):
+    model.push(text("hi"))
+    assert post_run(live, task="hello", vars={"who": "Oslo"}).json()["status"] == "completed"
+    assert model.requests[0]["messages"][0]["content"].startswith("You are helper, helping Oslo.")
+    bad = post_run(live, task="hello", vars={"whom": "Oslo"})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "bad_vars"
+
+
+def test_a_stream_sends_each_event_then_the_result(live, model):
+    model.push(tool_calls([("calculator", {"expression": "2+2"}, "c1")]), text("Four."))
+    with httpx.stream("POST", f"{live.url}/api/agents/helper/runs", json={"task": "2+2?", "stream": True},
+                      timeout=30) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        messages = list(sse_messages(response.iter_lines()))
+    names = [n for n, _ in messages]
+    assert names[:2] == ["run_started", "model_request"]
+    assert "tool_called" in names and "tool_returned" in names and "final_answer" in names
+    assert names[-2:] == ["run_finished", "result"]
+    observation = next(d for n, d in messages if n == "tool_returned")
+    assert observation["observation"] == "4" and observation["name"] == "calculator"
+    result = messages[-1][1]
+    assert result["status"] == "completed" and result["answer"] == "Four."
+    assert messages[0][1]["run_id"] == result["run_id"]
+    assert "raw" not in next(d for n, d in messages if n == "model_replied")
+
+
+def test_a_session_continues_over_two_requests(live, model):
+    model.push(text("Noted: your team is in Oslo."), text("Your team is in Oslo."))
+    first = post_run(live, task="My team is in Oslo.", session="team").json()
+    second = post_run(live, task="Where is my team?", session="team").json()
+    assert first["status"] == second["status"] == "completed"
+    assert second["session"] == "team"
+    sent = [(m["role"], m["content"]) for m in model.requests[1]["messages"][1:]]
+    assert sent == [("user", "My team is in Oslo."), ("assistant", "Noted: your team is in Oslo."),
+                    ("user", "Where is my team?")]
+    stored = json.loads((live.manager.session_dir / "helper" / "team.json").read_text())
+    assert [t["task"] for t in stored["turns"]] == ["My team is in Oslo.", "Where is my team?"]
+
+
+def test_tools_needing_approval_are_denied_without_the_switch(live, model):
+    model.push(tool_calls([("calculator", {"expression": "1+1"}, "c1")]), text("done"))
+    result = post_run(live, agent="guarded", task="1+1?").json()
+    assert result["status"] == "completed"
+    trace = httpx.get(f"{live.url}/api/runs/{result['run_id']}/trace").json()["events"]
+    returned = next(e for e in trace if e["type"] == "tool_returned")
+    assert returned["status"] == "denied"
+    assert "approval" in returned["observation"]
+
+
+def test_tools_needing_approval_run_with_approve_tools(work, scripted, model):
+    with LiveServer(work / "agents.d", work, approve_tools=True) as server:
+        model.push(tool_calls([("calculator", {"expression": "1+1"}, "c1")]), text("2"))
+        result = post_run(server, agent="guarded", task="1+1?").json()
+        trace = httpx.get(f"{server.url}/api/runs/{result['run_id']}/trace").json()["events"]
+    assert next(e for e in trace if e["type"] == "tool_returned")["status"] == "ok"
+
+
+# ------------------------------------------------------------------------------------------------ bad requests
+
+
+@pytest.mark.parametrize("path, body, status, code, param", [
+    ("/api/agents/helpr/runs", {"task": "x"}, 404, "unknown_agent", None),
+    ("/api/agents/helper/runs", {"tsk": "x"}, 400, "unknown_field", "tsk"),
+    ("/api/agents/helper/runs", {}, 400, "missing_field", "task"),
+    ("/api/agents/helper/runs", {"task": 3}, 400, "wrong_type", "task"),
+    ("/api/agents/helper/runs", {"task": "x", "stream": "yes"}, 400, "wrong_type", "stream"),
+    ("/api/agents/helper/runs", {"task": "x", "session": "../etc"}, 400, "bad_session", "session"),
+    ("/api/agents/helper/runs", {"task": "   "}, 400, "empty_task", "task"),
+    ("/api/agents/helper/runs", {"task": "x" * 201}, 413, "task_too_long", "task"),
+    ("/api/agents/helper/runs", [1, 2], 400, "bad_json", None),
+])
+def test_bad_requests_get_a_4xx_json_error_saying_what_to_fix(live, model, path, body, status, code, param):
+    response = httpx.post(live.url + path, json=body)
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert error["code"] == code and error["param"] == param
+    assert error["message"]
+    if code == "unknown_agent":
+        assert error["hint"] == "did you mean 'helper'?"
+    if code == "unknown_field":
+        assert error["hint"] == "did you mean 'task'?"
+    assert model.requests == []
+
+
+def test_malformed_json_oversized_bodies_and_unknown_paths_get_json_errors(live):
+    bad = httpx.post(f"{live.url}/api/agents/helper/runs", content=b'{"task": ', headers={"content-type": "application/json"})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "bad_json"
+    big = httpx.post(f"{live.url}/api/agents/helper/runs", content=b"x" * 5000)
+    assert big.status_code == 413 and big.json()["error"]["code"] == "body_too_large"
+    chunked = httpx.post(f"{live.url}/api/agents/helper/runs", content=iter([b"{" + b" " * 3000, b" " * 3000 + b"}"]))
+    assert chunked.status_code == 413
+    missing = httpx.get(f"{live.url}/api/nothing")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    wrong = httpx.get(f"{live.url}/api/agents/helper/runs")
+    assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"
+    assert httpx.get(f"{live.url}/api/runs/nope..x/trace").status_code == 400
+    assert httpx.get(f"{live.url}/api/runs/20990101-000000-abcdef").status_code == 404
+    kind = httpx.post(f"{live.url}/api/agents/helper/runs", content=b"task=x", headers={"content-type": "text/plain"})
+    assert kind.status_code == 415
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+                     max_leaves=6)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.dictionaries(st.sampled_from(["task", "session", "vars", "stream", "extra"]), _json, max_size=4))
+def test_any_json_body_gets_a_result_or_a_json_4xx(live, scripted, body):
+    scripted.queue.clear()
+    response = httpx.post(f"{live.url}/api/agents/helper/runs", json=body, timeout=30)
+    assert response.status_code in (200, 400, 413), response.text
+    data = response.json()
+    if response.status_code == 200:
+        assert data["status"] in ("model_error", "completed")  # the empty queue answers 500: a model error
+    else:
+        assert data["error"]["message"] and data["error"]["code"]
+
+
+# ------------------------------------------------------------------------------------------------ OpenAI endpoint
+
+
+def test_openai_client_lists_agents_and_chats_with_the_conversation(live, model):
+    import openai
+
+    client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+    assert sorted(m.id for m in client.models.list().data) == ["guarded", "helper"]
+    model.push(text("You said Oslo."))
+    reply = client.chat.completions.create(model="helper", messages=[
+        {"role": "system", "content": "ignored: the agent has its own"},
+        {"role": "user", "content": "I live in Oslo."},
+        {"role": "assistant", "content": "Nice."},
+        {"role": "user", "content": [{"type": "text", "text": "Where do I live?"}]},
+    ])
+    assert reply.choices[0].message.content == "You said Oslo."
+    assert reply.choices[0].finish_reason == "stop"
+    assert reply.usage.total_tokens == 15
+    sent = [(m["role"], m["content"]) for m in model.requests[0]["messages"][1:]]
+    assert sent == [("user", "I live in Oslo."), ("assistant", "Nice."), ("user", "Where do I live?")]
+
+
+def test_openai_client_streams(live, model):
+    import openai
+
+    client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+    answer = ("A long answer, " * 10).strip()
+    model.push(text(answer))
+    chunks = list(client.chat.completions.create(model="helper", messages=[{"role": "user", "content": "go"}],
+                                                 stream=True, stream_options={"include_usage": True}))
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert content == answer
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].usage.total_tokens == 15
+
+
+def test_openai_errors_use_openai_shape(live, model):
+    import openai
+
+    client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.chat.completions.create(model="nobody", messages=[{"role": "user", "content": "hi"}])
+    assert "no agent named 'nobody'" in caught.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="helper", messages=[{"role": "assistant", "content": "hi"}])
+    assert "no user message" in caught.value.body["message"]
+
+
+# ------------------------------------------------------------------------------------------------ MCP endpoint
+
+
+def test_mcp_client_lists_agents_as_tools_and_calls_one(live, model):
+    from mcp import Client
+
+    model.push(text("Delegated answer."), text("never used"))
+
+    async def go():
+        async with Client(f"{live.url}/mcp") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            result = await client.call_tool("helper", {"task": "Do the thing."})
+            model.queue.clear()
+            failed = await client.call_tool("helper", {"task": "This one fails."})
+            return tools, result, failed
+
+    tools, result, failed = asyncio.run(go())
+    assert sorted(tools) == ["guarded", "helper"]
+    assert tools["helper"].description == "A test helper with a calculator."
+    assert tools["helper"].input_schema["required"] == ["task"]
+    assert not result.is_error
+    assert result.content[0].text == "Delegated answer."
+    assert model.requests[0]["messages"][-1]["content"] == "Do the thing."
+    assert failed.is_error and "model_error" in failed.content[0].text
+
+
+# ------------------------------------------------------------------------------------------------ auth, limits
+
+
+def test_a_token_is_required_on_every_request_and_compared(work, scripted, model):
+    with LiveServer(work / "agents.d", work, token="s3cret-token") as server:
+        assert httpx.get(f"{server.url}/api/agents").status_code == 401
+        wrong = httpx.get(f"{server.url}/api/agents", headers={"authorization": "Bearer nope"})
+        assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "unauthorized"
+        assert wrong.headers["www-authenticate"].startswith("Bearer")
+        assert httpx.post(f"{server.url}/api/agents/helper/runs", json={"task": "x"}).status_code == 401
+        assert httpx.post(f"{server.url}/mcp", json={}).status_code == 401
+        ok = httpx.get(f"{server.url}/api/agents", headers={"authorization": "Bearer s3cret-token"})
+        assert ok.status_code == 200
+        assert httpx.get(f"{server.url}/").status_code == 200  # the page itself holds no data
+        import openai
+
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=f"{server.url}/v1", api_key="wrong", max_retries=0).models.list()
+        models = openai.OpenAI(base_url=f"{server.url}/v1", api_key="s3cret-token", max_retries=0).models.list()
+        assert "helper" in [m.id for m in models.data]
+    assert model.requests == []
+
+
+def test_cors_is_off_unless_configured(live, work, scripted):
+    plain = httpx.get(f"{live.url}/api/agents", headers={"origin": "http://example.test"})
+    assert "access-control-allow-origin" not in plain.headers
+    with LiveServer(work / "agents.d", work, cors_origins=("http://example.test",)) as server:
+        allowed = httpx.get(f"{server.url}/api/agents", headers={"origin": "http://example.test"})
+        assert allowed.headers["access-control-allow-origin"] == "http://example.test"
+
+
+def test_over_the_limits_requests_get_429_with_retry_after(work, scripted, model):
+    with LiveServer(work / "agents.d", work, max_runs=2, max_runs_per_agent=1, retry_after_s=3) as server:
+        model.push(text("slow one", delay=1.5), text("slow two", delay=1.5))
+        pool = [threading.Thread(target=lambda a=a: post_run(server, agent=a, task="slow")) for a in ("helper", "guarded")]
+        pool[0].start()
+        wait_for(lambda: len(server.manager.active) == 1)
+        per_agent = post_run(server, task="another")
+        assert per_agent.status_code == 429
+        assert per_agent.headers["retry-after"] == "3"
+        assert "per agent" in per_agent.json()["error"]["message"]
+        pool[1].start()
+        wait_for(lambda: len(server.manager.active) == 2)
+        total = post_run(server, agent="guarded", task="third")
+        assert total.status_code == 429 and "server's limit (2)" in total.json()["error"]["message"]
+        for t in pool:
+            t.join(10)
+        assert len(model.requests) == 2
+
+
+# ------------------------------------------------------------------------------------------------ cancellation
+
+
+def test_a_stream_client_that_disconnects_cancels_its_run(live, model):
+    model.push(hang())
+    with httpx.stream("POST", f"{live.url}/api/agents/helper/runs", json={"task": "wait", "stream": True},
+                      timeout=30) as response:
+        lines = response.iter_lines()
+        name, started = next(sse_messages(lines))
+        assert name == "run_started"
+        wait_for(lambda: len(model.requests) == 1)
+    run_id = started["run_id"]
+    summary = wait_for(lambda: (s := httpx.get(f"{live.url}/api/runs/{run_id}").json())["status"] != "running" and s)
+    assert summary["status"] == "interrupted"
+    assert summary["error"] == "client disconnected"
+    trace = httpx.get(f"{live.url}/api/runs/{run_id}/trace").json()["events"]
+    assert trace[-1]["type"] == "run_finished" and trace[-1]["status"] == "interrupted"
+
+
+def test_a_plain_client_that_disconnects_cancels_its_run(live, model):
+    model.push(hang())
+    with pytest.raises(httpx.ReadTimeout):
+        post_run(live, task="wait", timeout=1.0)
+    finished = wait_for(lambda: [h for h in live.manager.finished.values() if h.task == "wait" and
+                                 h.result["error"] == "client disconnected"])
+    assert finished[-1].result["status"] == "interrupted"
+
+
+def test_a_running_run_can_be_cancelled_by_id(live, model):
+    model.push(hang())
+    with httpx.stream("POST", f"{live.url}/api/agents/helper/runs", json={"task": "wait", "stream": True},
+                      timeout=30) as response:
+        messages = sse_messages(response.iter_lines())
+        _, started = next(messages)
+        running = httpx.get(f"{live.url}/api/runs/{started['run_id']}").json()
+        assert running["status"] == "running"
+        assert httpx.get(f"{live.url}/api/runs/{started['run_id']}/trace").status_code == 409
+        cancel = httpx.post(f"{live.url}/api/runs/{started['run_id']}/cancel")
+        assert cancel.status_code == 202
+        rest = list(messages)
+    assert rest[-1][0] == "result"
+    assert rest[-1][1]["status"] == "interrupted" and rest[-1][1]["error"] == "cancelled"
+    again = httpx.post(f"{live.url}/api/runs/{started['run_id']}/cancel")
+    assert again.status_code == 409
+
+
+# ------------------------------------------------------------------------------------------------ the command
+
+
+def test_serve_refuses_an_invalid_config_with_validate_messages(tmp_path):
+    from click.testing import CliRunner
+
+    from thinkflow.cli import main
+
+    bad = tmp_path / "agents.d"
+    bad.mkdir()
+    (bad / "broken.yaml").write_text("version: 1\nname: broken\nprompt: {text: hi}\ntools: [calculatr]\n")
+    served = CliRunner().invoke(main, ["serve", str(bad), "--port", "0"])
+    validated = CliRunner().invoke(main, ["validate", str(bad)])
+    assert served.exit_code == 3
+    issue_lines = [line for line in validated.output.splitlines() if "broken.yaml:" in line]
+    assert issue_lines and all(line in served.output for line in issue_lines)
+    assert "not serving" in served.output
+
+
+def test_serve_off_loopback_needs_a_token(tmp_path, scripted, monkeypatch):
+    from click.testing import CliRunner
+
+    from thinkflow.cli import main
+
+    agent_yaml(tmp_path / "agents.d", scripted.url)
+    monkeypatch.delenv("THINKFLOW_SERVE_TOKEN", raising=False)
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "agents.d"), "--host", "0.0.0.0"])
+    assert result.exit_code == 2
+    assert "THINKFLOW_SERVE_TOKEN" in result.output
+
+
+def test_sigterm_lets_a_run_finish_within_the_grace_period(tmp_path, scripted, model):
+    agent_yaml(tmp_path / "agents.d", scripted.url)
+    proc, url = start_subprocess(["agents.d", "--port", "0", "--grace", "10"], cwd=tmp_path)
+    try:
+        model.push(text("finished in time", delay=1.0))
+        box = {}
+        caller = threading.Thread(target=lambda: box.update(r=httpx.post(
+            f"{url}/api/agents/helper/runs", json={"task": "slow", "session": "s1"}, timeout=30)))
+        caller.start()
+        wait_for(lambda: len(model.requests) == 1, timeout=30)
+        proc.send_signal(signal.SIGTERM)
+        caller.join(20)
+        assert box["r"].status_code == 200
+        assert box["r"].json()["status"] == "completed"
+        assert box["r"].json()["answer"] == "finished in time"
+        proc.wait(20)
+    finally:
+        proc.kill()
+    stored = json.loads((tmp_path / ".thinkflow" / "sessions" / "helper" / "s1.json").read_text())
+    assert stored["turns"][0]["status"] == "completed"
+
+
+def test_sigterm_interrupts_a_run_past_the_grace_period_and_saves_it(tmp_path, scripted, model):
+    agent_yaml(tmp_path / "agents.d", scripted.url)
+    proc, url = start_subprocess(["agents.d", "--port", "0", "--grace", "0.5"], cwd=tmp_path)
+    try:
+        model.push(hang())
+        box = {}
+        caller = threading.Thread(target=lambda: box.update(r=httpx.post(
+            f"{url}/api/agents/helper/runs", json={"task": "forever", "session": "s2"}, timeout=30)))
+        caller.start()
+        wait_for(lambda: len(model.requests) == 1, timeout=30)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        caller.join(20)
+        result = box["r"].json()
+        assert result["status"] == "interrupted" and result["error"] == "server shutting down"
+        proc.wait(20)
+        assert time.monotonic() - started < 15
+    finally:
+        proc.kill()
+    stored = json.loads((tmp_path / ".thinkflow" / "sessions" / "helper" / "s2.json").read_text())
+    assert stored["turns"][0]["status"] == "interrupted" and stored["turns"][0]["task"] == "forever"
+    trace = (tmp_path / ".thinkflow" / "runs" / f"{result['run_id']}.jsonl").read_text().splitlines()
+    assert json.loads(trace[-1])["status"] == "interrupted"

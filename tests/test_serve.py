@@ -436,48 +436,38 @@ def test_serve_off_loopback_needs_a_token(tmp_path, scripted, monkeypatch):
     assert "THINKFLOW_SERVE_TOKEN" in result.output
 
 
-def test_sigterm_lets_a_run_finish_within_the_grace_period(tmp_path, scripted, model):
+def test_sigterm_lets_runs_finish_within_the_grace_period_then_interrupts_and_saves_the_rest(tmp_path, scripted,
+                                                                                          model):
     agent_yaml(tmp_path / "agents.d", scripted.url)
-    proc, url = start_subprocess(["agents.d", "--port", "0", "--grace", "10"], cwd=tmp_path)
-    try:
-        model.push(text("finished in time", delay=1.0))
-        box = {}
-        caller = threading.Thread(target=lambda: box.update(r=httpx.post(
-            f"{url}/api/agents/helper/runs", json={"task": "slow", "session": "s1"}, timeout=30)))
-        caller.start()
-        wait_for(lambda: len(model.requests) == 1, timeout=30)
-        proc.send_signal(signal.SIGTERM)
-        caller.join(20)
-        assert box["r"].status_code == 200
-        assert box["r"].json()["status"] == "completed"
-        assert box["r"].json()["answer"] == "finished in time"
-        proc.wait(20)
-    finally:
-        proc.kill()
-    stored = json.loads((tmp_path / ".thinkflow" / "sessions" / "helper" / "s1.json").read_text())
-    assert stored["turns"][0]["status"] == "completed"
+    proc, url = start_subprocess(["agents.d", "--port", "0", "--grace", "2"], cwd=tmp_path)
+    box = {}
 
+    def call(key, task):
+        box[key] = httpx.post(f"{url}/api/agents/helper/runs", json={"task": task, "session": key}, timeout=30)
 
-def test_sigterm_interrupts_a_run_past_the_grace_period_and_saves_it(tmp_path, scripted, model):
-    agent_yaml(tmp_path / "agents.d", scripted.url)
-    proc, url = start_subprocess(["agents.d", "--port", "0", "--grace", "0.5"], cwd=tmp_path)
     try:
-        model.push(hang())
-        box = {}
-        caller = threading.Thread(target=lambda: box.update(r=httpx.post(
-            f"{url}/api/agents/helper/runs", json={"task": "forever", "session": "s2"}, timeout=30)))
-        caller.start()
+        model.push(text("finished in time", delay=1.0), hang())
+        quick = threading.Thread(target=call, args=("quick", "slow but in time"))
+        quick.start()
         wait_for(lambda: len(model.requests) == 1, timeout=30)
+        stuck = threading.Thread(target=call, args=("stuck", "forever"))
+        stuck.start()
+        wait_for(lambda: len(model.requests) == 2, timeout=10)
         started = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        caller.join(20)
-        result = box["r"].json()
-        assert result["status"] == "interrupted" and result["error"] == "server shutting down"
+        quick.join(20)
+        stuck.join(20)
         proc.wait(20)
-        assert time.monotonic() - started < 15
+        elapsed = time.monotonic() - started
     finally:
         proc.kill()
-    stored = json.loads((tmp_path / ".thinkflow" / "sessions" / "helper" / "s2.json").read_text())
-    assert stored["turns"][0]["status"] == "interrupted" and stored["turns"][0]["task"] == "forever"
-    trace = (tmp_path / ".thinkflow" / "runs" / f"{result['run_id']}.jsonl").read_text().splitlines()
+    done, interrupted = box["quick"].json(), box["stuck"].json()
+    assert done["status"] == "completed" and done["answer"] == "finished in time"
+    assert interrupted["status"] == "interrupted" and interrupted["error"] == "server shutting down"
+    assert 2.0 <= elapsed < 15
+    sessions = tmp_path / ".thinkflow" / "sessions" / "helper"
+    assert json.loads((sessions / "quick.json").read_text())["turns"][0]["status"] == "completed"
+    stored = json.loads((sessions / "stuck.json").read_text())["turns"][0]
+    assert stored["status"] == "interrupted" and stored["task"] == "forever"
+    trace = (tmp_path / ".thinkflow" / "runs" / f"{interrupted['run_id']}.jsonl").read_text().splitlines()
     assert json.loads(trace[-1])["status"] == "interrupted"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -53,7 +52,7 @@ class LiveServer:
         from thinkflow.serve.catalog import load_catalog
         from thinkflow.serve.manager import RunManager
         from thinkflow.serve.options import ServeOptions
-        from thinkflow.serve.server import make_server
+        from thinkflow.serve.server import bind_socket, make_server
         from thinkflow.tools.approval import auto_approver
 
         os.environ.setdefault("TF_SERVE_KEY", KEY)
@@ -64,9 +63,7 @@ class LiveServer:
         self.manager = RunManager(self.catalog, self.options)
         self.app = create_app(self.manager, self.options)
         self.server = make_server(self.app, self.manager, self.options, log_level="warning")
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(256)
+        self.sock = bind_socket("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 

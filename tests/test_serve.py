@@ -393,6 +393,7 @@ def test_a_running_run_can_be_cancelled_by_id(live, model):
                       timeout=30) as response:
         messages = sse_messages(response.iter_lines())
         _, started = next(messages)
+        wait_for(lambda: len(model.requests) == 1)
         running = httpx.get(f"{live.url}/api/runs/{started['run_id']}").json()
         assert running["status"] == "running"
         assert httpx.get(f"{live.url}/api/runs/{started['run_id']}/trace").status_code == 409
@@ -471,3 +472,19 @@ def test_sigterm_lets_runs_finish_within_the_grace_period_then_interrupts_and_sa
     assert stored["status"] == "interrupted" and stored["task"] == "forever"
     trace = (tmp_path / ".thinkflow" / "runs" / f"{interrupted['run_id']}.jsonl").read_text().splitlines()
     assert json.loads(trace[-1])["status"] == "interrupted"
+
+
+def test_a_session_runs_one_request_at_a_time(live, model):
+    model.push(hang())
+    with httpx.stream("POST", f"{live.url}/api/agents/helper/runs",
+                      json={"task": "first", "session": "busy", "stream": True}, timeout=30) as response:
+        messages = sse_messages(response.iter_lines())
+        _, started = next(messages)
+        wait_for(lambda: len(model.requests) == 1)  # the hang() reply is taken
+        second = post_run(live, task="second", session="busy")
+        assert second.status_code == 409
+        assert second.json()["error"]["code"] == "session_busy" and second.json()["error"]["param"] == "session"
+        assert httpx.post(f"{live.url}/api/runs/{started['run_id']}/cancel").status_code == 202
+        assert list(messages)[-1][1]["status"] == "interrupted"
+    model.push(text("now it runs"))
+    assert post_run(live, task="third", session="busy").json()["answer"] == "now it runs"

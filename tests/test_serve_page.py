@@ -6,23 +6,18 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
-import shutil
 import subprocess
 import threading
 import time
 
 import pytest
+from browser import FLAGS as BROWSER_FLAGS
+from browser import chromium
 from scripted_servers import OpenAIServer, text, tool_calls
 from serve_support import LiveServer, agent_yaml
 
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-extensions", "--disable-dev-shm-usage", "--remote-debugging-port=0"]
+FLAGS = [*BROWSER_FLAGS, "--disable-extensions", "--remote-debugging-port=0"]
 
 
 class Page:
@@ -75,7 +70,7 @@ def _devtools_url(proc: subprocess.Popen, timeout: float = 30.0) -> str:
 
 @pytest.fixture
 def browser(tmp_path):
-    proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "about:blank"],
+    proc = subprocess.Popen([chromium(), *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "about:blank"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         ws = _devtools_url(proc)

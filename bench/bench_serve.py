@@ -66,6 +66,7 @@ async def served_round(url: str, n: int, concurrency: int) -> dict[str, Any]:
     import httpx
 
     latencies: list[float] = []
+    errors: list[str] = []
     failures = 0
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(n):
@@ -80,15 +81,21 @@ async def served_round(url: str, n: int, concurrency: int) -> dict[str, Any]:
                 except asyncio.QueueEmpty:
                     return
                 t0 = time.perf_counter()
-                r = await client.post("/api/agents/bench/runs", json={"task": f"task {i}"})
+                try:
+                    r = await client.post("/api/agents/bench/runs", json={"task": f"task {i}"})
+                except httpx.HTTPError as error:  # counted, not fatal: a reset connection is a finding
+                    errors.append(type(error).__name__)
+                    failures += 1
+                    continue
                 latencies.append(time.perf_counter() - t0)
                 if r.status_code != 200 or r.json().get("status") != "completed":
+                    errors.append(str(r.status_code))
                     failures += 1
 
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - t0
-    return {"latencies": latencies, "wall": wall, "failures": failures}
+    return {"latencies": latencies, "wall": wall, "failures": failures, "errors": errors}
 
 
 def inprocess_round(agent: Any, n: int, concurrency: int, trace_dir: Path) -> dict[str, Any]:
@@ -116,7 +123,8 @@ def stats(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     rps = [len(r["latencies"]) / r["wall"] for r in rounds]
     return {"rps": statistics.median(rps), "rps_min": min(rps), "rps_max": max(rps),
             "p50_ms": percentile(latencies, 0.5) * 1000, "p95_ms": percentile(latencies, 0.95) * 1000,
-            "failures": sum(r["failures"] for r in rounds), "runs": len(latencies)}
+            "failures": sum(r["failures"] for r in rounds), "runs": len(latencies),
+            "errors": sorted({e for r in rounds for e in r.get("errors", [])})}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -178,7 +186,7 @@ def markdown(results: dict[str, Any]) -> str:
         rows.append(f"| {level['concurrency']} | {s['rps']:.1f} ({s['rps_min']:.1f}–{s['rps_max']:.1f}) | "
                     f"{s['p50_ms']:.1f} / {s['p95_ms']:.1f} | {l['rps']:.1f} | {l['p50_ms']:.1f} / {l['p95_ms']:.1f} | "
                     f"{level['overhead_p50_ms']:+.1f} | {level['overhead_per_run_ms']:+.2f} | "
-                    f"{s['failures']} / {l['failures']} |")
+                    f"{s['failures']} / {l['failures']}{' (' + ', '.join(s['errors']) + ')' if s['errors'] else ''} |")
     return "\n".join(rows)
 
 

@@ -24,6 +24,7 @@ import re
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -58,6 +59,8 @@ def start_serve(agents: Path, cwd: Path) -> tuple[subprocess.Popen, str]:
     for line in proc.stderr:
         match = re.search(r"serving .* at (http://\S+)", line)
         if match:
+            proc.log = []  # type: ignore[attr-defined]
+            threading.Thread(target=lambda: proc.log.extend(proc.stderr), daemon=True).start()  # keep it drained
             return proc, match.group(1)
     raise RuntimeError("thinkflow serve did not start")
 
@@ -171,6 +174,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         finally:
             proc.terminate()
             proc.wait(30)
+            if getattr(proc, "log", None):
+                print("server log (last lines):\n" + "".join(proc.log[-20:]), flush=True)
     print(markdown(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")

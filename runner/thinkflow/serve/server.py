@@ -72,6 +72,7 @@ def serve(app: Any, manager: RunManager, options: ServeOptions, *, log_level: st
         await serving
 
     try:
-        asyncio.run(main())
+        with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:  # uvloop when installed
+            runner.run(main())
     finally:
         sock.close()

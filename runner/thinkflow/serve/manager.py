@@ -8,8 +8,8 @@ Cancelling a run (the cancel endpoint, a client that disconnects, shutdown after
 interrupt mechanism: a ``KeyboardInterrupt`` raised in the run's thread, which the engine turns into the status
 ``interrupted`` after saving the session turn and closing the trace. It is raised from the run's ``on_event``
 handler at the next step event, and from the model client wrapper (:class:`CancellableClient`) while a model call
-is in flight, so a run waiting on a slow model stops within :data:`POLL_S` seconds. A tool call in progress runs to
-its own end (its timeout holds).
+is in flight, so a run waiting on a slow model stops at once. A tool call in progress runs to its own end (its
+timeout holds).
 """
 
 from __future__ import annotations
@@ -27,9 +27,6 @@ from thinkflow.serve.events import event_payload, result_payload
 from thinkflow.serve.http import ApiError
 from thinkflow.serve.options import ServeOptions
 
-POLL_S = 0.05
-"""How often (seconds) a model call checks whether its run was cancelled."""
-
 KEEP_FINISHED = 500
 """How many finished runs the manager remembers (older ones are read back from their traces)."""
 
@@ -41,11 +38,44 @@ _INTERRUPT_AT = frozenset({
 })
 
 
-class CancellableClient:
-    """A model client whose ``complete`` gives up when ``cancelled`` is set, raising KeyboardInterrupt (the engine's
-    interrupt); everything else is the wrapped client's. The abandoned request ends with its own timeout."""
+class CancelSignal:
+    """A thread-safe "stop" flag that also wakes every thread waiting on it (no polling)."""
 
-    def __init__(self, inner: Any, cancelled: threading.Event):
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: set[threading.Event] = set()
+        self._set = False
+
+    def is_set(self) -> bool:
+        """True once :meth:`set` was called."""
+        return self._set
+
+    def set(self) -> None:
+        """Raise the flag and wake every waiter."""
+        with self._lock:
+            self._set = True
+            for waiter in self._waiters:
+                waiter.set()
+
+    def watch(self, waiter: threading.Event) -> None:
+        """Set ``waiter`` when the flag is raised (at once if it already is)."""
+        with self._lock:
+            self._waiters.add(waiter)
+            if self._set:
+                waiter.set()
+
+    def unwatch(self, waiter: threading.Event) -> None:
+        """Stop waking ``waiter``."""
+        with self._lock:
+            self._waiters.discard(waiter)
+
+
+class CancellableClient:
+    """A model client whose ``complete`` gives up as soon as ``cancelled`` is set, raising KeyboardInterrupt (the
+    engine's interrupt); everything else is the wrapped client's. The abandoned request ends with its own
+    timeout."""
+
+    def __init__(self, inner: Any, cancelled: CancelSignal):
         self._inner = inner
         self._cancelled = cancelled
 
@@ -53,7 +83,7 @@ class CancellableClient:
         return getattr(self._inner, name)
 
     def complete(self, messages: Any, **kwargs: Any) -> Any:
-        """``inner.complete(messages, **kwargs)``, interrupted within :data:`POLL_S` s of a cancel.
+        """``inner.complete(messages, **kwargs)``, interrupted when the run is cancelled.
 
         Raises:
             KeyboardInterrupt: the run was cancelled. Whatever the wrapped client raises.
@@ -61,7 +91,7 @@ class CancellableClient:
         if self._cancelled.is_set():
             raise KeyboardInterrupt
         box: dict[str, Any] = {}
-        done = threading.Event()
+        wake = threading.Event()
 
         def target() -> None:
             try:
@@ -69,12 +99,17 @@ class CancellableClient:
             except BaseException as failure:  # noqa: BLE001 - handed to the caller
                 box["error"] = failure
             finally:
-                done.set()
+                box["done"] = True
+                wake.set()
 
-        threading.Thread(target=target, name="thinkflow-serve-model", daemon=True).start()
-        while not done.wait(POLL_S):
-            if self._cancelled.is_set():
-                raise KeyboardInterrupt
+        self._cancelled.watch(wake)
+        try:
+            threading.Thread(target=target, name="thinkflow-serve-model", daemon=True).start()
+            wake.wait()
+        finally:
+            self._cancelled.unwatch(wake)
+        if not box.get("done"):
+            raise KeyboardInterrupt
         if "error" in box:
             raise box["error"]
         return box["reply"]
@@ -100,7 +135,7 @@ class RunHandle:
     listening: bool
     done: asyncio.Future
     events: asyncio.Queue = field(default_factory=asyncio.Queue)
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    cancelled: CancelSignal = field(default_factory=CancelSignal)
     cancel_reason: str | None = None
     result: dict[str, Any] | None = None
     thread: threading.Thread | None = None

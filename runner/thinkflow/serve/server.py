@@ -15,6 +15,10 @@ from thinkflow.serve.manager import RunManager
 from thinkflow.serve.options import ServeOptions
 
 EXTRA_WAIT_S = 15.0
+KEEP_ALIVE_S = 30
+"""Seconds an idle keep-alive connection stays open (uvicorn's default is 5). With many runs on the threads of
+this process the event loop can wait seconds for the GIL; a short keep-alive timer then fires before the next
+request on the connection is read and the server closes a connection the client is already using."""
 
 
 def make_server(app: Any, manager: RunManager, options: ServeOptions, *, log_level: str = "info") -> Any:
@@ -28,7 +32,7 @@ def make_server(app: Any, manager: RunManager, options: ServeOptions, *, log_lev
 
     config = uvicorn.Config(app, host=options.host, port=options.port, log_level=log_level, access_log=False,
                             timeout_graceful_shutdown=int(options.grace_s + EXTRA_WAIT_S), lifespan="on",
-                            server_header=False)
+                            server_header=False, timeout_keep_alive=KEEP_ALIVE_S)
     return GracefulServer(config)
 
 

@@ -80,9 +80,9 @@ def field(data: dict[str, Any], name: str, kind: type, *, required: bool = False
 
 def unknown_fields(data: dict[str, Any], allowed: set[str]) -> None:
     """Raise ApiError 400 ``unknown_field`` when ``data`` has a key outside ``allowed`` (with a did-you-mean)."""
-    from thinkflow.config.schemas import suggest
+    from thinkflow.text import did_you_mean
 
     for key in data:
         if key not in allowed:
-            hint = suggest(key, sorted(allowed)) or f"known fields: {', '.join(sorted(allowed))}"
+            hint = did_you_mean(key, sorted(allowed)) or f"known fields: {', '.join(sorted(allowed))}"
             raise ApiError(400, "unknown_field", f"unknown field '{key}'", hint, param=key)

@@ -216,11 +216,11 @@ class RunManager:
 
     def served(self, name: str) -> ServedAgent:
         """The agent ``name``; raises ApiError 404 ``unknown_agent`` with a did-you-mean."""
-        from thinkflow.config.schemas import suggest
+        from thinkflow.text import did_you_mean
 
         if name not in self.catalog:
             names = self.catalog.names()
-            hint = suggest(name, names) or (f"served agents: {', '.join(names)}" if names else "no agents are served")
+            hint = did_you_mean(name, names) or (f"served agents: {', '.join(names)}" if names else "no agents are served")
             raise ApiError(404, "unknown_agent", f"no agent named '{name}'", hint)
         return self.catalog[name]
 

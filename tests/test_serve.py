@@ -113,6 +113,10 @@ def test_a_run_returns_its_result_and_its_trace_can_be_fetched(live, model):
     assert summary["status"] == "completed" and summary["task"] == "What is 17*23?"
     listed = httpx.get(f"{live.url}/api/runs").json()["runs"]
     assert result["run_id"] in [r["run_id"] for r in listed]
+    report = httpx.get(f"{live.url}/api/runs/{result['run_id']}/report")
+    assert report.status_code == 200 and report.headers["content-type"].startswith("text/html")
+    assert "ThinkFlow run · helper" in report.text and "It is 391." in report.text and "calculator" in report.text
+    assert httpx.get(f"{live.url}/api/runs/nope/report").json()["error"]["code"] in ("unknown_run", "bad_run_id")
 
 
 def test_vars_reach_the_prompt(live, model):

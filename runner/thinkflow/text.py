@@ -31,9 +31,9 @@ def cut_middle(text: str, limit: int, *, reason: str = "", newline: bool = False
     """``text`` cut to ``limit`` characters (at least 2): its head (two thirds) and tail around a marker
     ``[... N characters cut <reason> ...]`` naming how many characters were cut. The marker is set off by spaces,
     or by line breaks when ``newline``. Text that fits is returned unchanged."""
+    limit = max(limit, 2)
     if len(text) <= limit:
         return text
-    limit = max(limit, 2)
     head = limit * 2 // 3
     tail = limit - head
     sep = "\n" if newline else " "

@@ -12,6 +12,7 @@
 ``GET  /api/runs``                       recent runs, newest first (running ones and the traces on disk)
 ``GET  /api/runs/{run_id}``              one run's summary (running or finished)
 ``GET  /api/runs/{run_id}/trace``        ``{"run_id", "events": [...]}``: the finished run's trace
+``GET  /api/runs/{run_id}/report``       the run report page (HTML, as ``trace show RUN --html`` writes)
 ``POST /api/runs/{run_id}/cancel``       202 ``{"run_id", "cancelling": true}``; 409 when it already ended
 =======================================  ===========================================================================
 """
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Route
 
 from thinkflow.serve.http import ApiError, field, parse_json_object, unknown_fields
@@ -189,7 +190,8 @@ async def get_run(request: Request) -> JSONResponse:
     return JSONResponse(summary)
 
 
-async def get_trace(request: Request) -> JSONResponse:
+async def _finished_events(request: Request) -> tuple[str, list[dict[str, Any]]]:
+    """``(run_id, events)`` of a finished run's trace; ApiError 409 while it runs, 404 unknown, 422 unreadable."""
     from thinkflow.errors import TraceError
     from thinkflow.run.trace import read_trace
 
@@ -203,10 +205,22 @@ async def get_trace(request: Request) -> JSONResponse:
     if not path.is_file():
         raise ApiError(404, "unknown_run", f"no trace for run '{run_id}'", "list runs with GET /api/runs")
     try:
-        events = await asyncio.to_thread(read_trace, path)
+        return run_id, await asyncio.to_thread(read_trace, path)
     except TraceError as error:
         raise ApiError(422, "bad_trace", str(error)) from None
+
+
+async def get_trace(request: Request) -> JSONResponse:
+    run_id, events = await _finished_events(request)
     return JSONResponse({"run_id": run_id, "events": events})
+
+
+async def get_report(request: Request) -> HTMLResponse:
+    """The run report page, the same as ``thinkflow trace show RUN --html`` writes."""
+    from thinkflow.run.report import render_report
+
+    _, events = await _finished_events(request)
+    return HTMLResponse(render_report(events))
 
 
 async def cancel_run(request: Request) -> JSONResponse:
@@ -229,5 +243,6 @@ ROUTES = [
     Route("/api/runs", list_runs, methods=["GET"]),
     Route("/api/runs/{run_id}", get_run, methods=["GET"]),
     Route("/api/runs/{run_id}/trace", get_trace, methods=["GET"]),
+    Route("/api/runs/{run_id}/report", get_report, methods=["GET"]),
     Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
 ]

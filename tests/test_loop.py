@@ -286,11 +286,11 @@ def test_empty_text_with_tool_call_runs_it(openai_server, tmp_path):
 
 
 def test_react_format_error_is_sent_back(openai_server, tmp_path):
-    openai_server.push(text("I think it is 4"), text("Final Answer: 4"))
+    openai_server.push(text("Thought: I think it is 4"), text("Final Answer: 4"))
     result, _ = go(make_spec(openai_server, tmp_path, style="react"), "2+2", tmp_path)
     assert result.status == "completed"
     second = openai_server.requests[1]["messages"]
-    assert second[-2] == {"role": "assistant", "content": "I think it is 4"}
+    assert second[-2] == {"role": "assistant", "content": "Thought: I think it is 4"}
     assert second[-1]["content"].startswith(
         "Your last reply could not be used: no 'Action:' or 'Final Answer:' line was found\nUse exactly this format:"
     )
@@ -301,8 +301,8 @@ def test_auto_switches_style_after_two_malformed_replies(openai_server, tmp_path
         tool_calls([("calculator", "sum of one and two", "m1")]),
         tool_calls([("calculator", "one plus two", "m2")]),
         text('{"thought": "ok", "action": "calculator", "action_input": {"expression": "1+2"}}'),
-        text("no json at all"),
-        text("still none"),
+        text('no json at all, only {"thought": "hmm"}'),
+        text("Thought: still none"),
         text("Final Answer: 3"),
     )
     spec = make_spec(openai_server, tmp_path, style="auto", model="openai/gpt-4o-mini")

@@ -167,7 +167,8 @@ def test_undecodable_arguments_are_reported_not_silently_emptied(openai_server):
     assert [(c.id, c.arguments) for c in reply.tool_calls] == [("call_x", {}), ("call_y", {})]
     assert reply.argument_errors == {
         "call_x": "arguments are not JSON: Expecting value at line 1 column 1",
-        "call_y": "arguments are truncated JSON: Expecting ',' delimiter at line 1 column 8",
+        "call_y": "arguments are truncated JSON: Expecting ',' delimiter at line 1 column 8; the call was cut off, "
+                  "send the complete call",
     }
 
 

@@ -192,8 +192,8 @@ def test_react_missing_input_for_tool_without_required_parameters_is_empty_objec
     assert calls_of(react("Action: now\nAction Input: {}")) == [("now", {})]
 
 
-def test_react_no_labels_is_format_failure():
-    action = react("I think the answer is 4.")
+def test_react_thought_without_action_is_format_failure():
+    action = react("Thought: I think the answer is 4.")
     assert isinstance(action, ParseFailure)
     assert action.kind == "format"
     assert action.error == "no 'Action:' or 'Final Answer:' line was found"
@@ -284,8 +284,8 @@ def test_json_action_input_plain_string_is_refused_with_keys():
     assert "Expected a JSON object with: expression (string, required)." in action.message
 
 
-def test_json_no_object_is_format_failure():
-    action = js("The answer is 4.")
+def test_json_no_action_object_is_format_failure():
+    action = js('I will use {"tool": "calculator"} now.')
     assert isinstance(action, ParseFailure)
     assert action.kind == "format"
     assert action.error == 'no JSON object with an "action" key was found'

@@ -33,6 +33,10 @@ MAX_BYTES = 1024 * 1024
 MAX_NODES = 100_000
 """Most nodes one document may expand to, counting every node reached through an alias again."""
 
+MAX_DEPTH = 100
+"""Deepest nesting of mappings and sequences in one document (no config needs more; deeper would exhaust the
+stack of the recursive steps that follow: schema validation, interpolation)."""
+
 PathKey = tuple[Any, ...]
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -118,6 +122,8 @@ class _Builder:
         self.count += 1
         if self.count > MAX_NODES:
             raise _TooBig()
+        if len(path) > MAX_DEPTH:
+            raise _TooDeep(node)
         self.marks.values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
         if isinstance(node, yaml.ScalarNode):
             return self.scalar(node, path)
@@ -205,6 +211,12 @@ class _TooBig(Exception):
     pass
 
 
+class _TooDeep(Exception):
+    def __init__(self, node: yaml.Node):
+        super().__init__()
+        self.node = node
+
+
 def _yaml_error_issue(file: str, text: str, error: yaml.YAMLError) -> Any:
     """One issue for a YAML syntax error, with a plain fix for tabs used as indentation."""
     mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
@@ -264,6 +276,9 @@ def parse_documents(text: str, file: str = "<string>") -> tuple[list[Document], 
         nodes = list(yaml.compose_all(text, Loader=MarkedLoader))
     except yaml.YAMLError as exc:
         return [], [_yaml_error_issue(file, text, exc)]
+    except RecursionError:  # the pure-Python composer recurses per level (libyaml stops at 1000 levels itself)
+        return [], [ConfigIssue(file, 1, 1, "", f"document is nested deeper than {MAX_DEPTH} levels",
+                                "flatten it")]
     documents: list[Document] = []
     issues: list[Any] = []
     total = 0
@@ -278,9 +293,13 @@ def parse_documents(text: str, file: str = "<string>") -> tuple[list[Document], 
             return [], [ConfigIssue(file, node.start_mark.line + 1, node.start_mark.column + 1, "",
                                     f"document expands to more than {MAX_NODES} nodes through aliases",
                                     "remove the aliases (an alias bomb?)")]
+        except _TooDeep as deep:
+            mark = deep.node.start_mark
+            return [], [ConfigIssue(file, mark.line + 1, mark.column + 1, "",
+                                    f"document is nested deeper than {MAX_DEPTH} levels", "flatten it")]
         except RecursionError:
             return [], [ConfigIssue(file, node.start_mark.line + 1, node.start_mark.column + 1, "",
-                                    "document is nested too deeply")]
+                                    f"document is nested deeper than {MAX_DEPTH} levels", "flatten it")]
         total = builder.count
         issues.extend(builder.issues)
         documents.append(Document(data, builder.marks, node.start_mark.line + 1))

@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from thinkflow.model import json_limits
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -159,35 +161,56 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
     Accepts a dict; None, "" or whitespace (-> ``{}``); a JSON object string; a JSON string holding a JSON object
     string (double-encoded); and near-JSON that ``json_repair`` can fix (single quotes, Python ``None``/``True``,
     trailing commas, unquoted keys). Raises :class:`ArgumentsError` with the decoder's message when the result is
-    not a JSON object; never returns the raw string in place of arguments.
+    not a JSON object; never returns the raw string in place of arguments. Arguments cut off before their end (an
+    unterminated string, an object still open) are refused as truncated, never repaired into a shorter value;
+    arguments nested deeper than :data:`~thinkflow.model.json_limits.MAX_DEPTH` levels are refused (no
+    ``RecursionError``); near-JSON longer than :data:`~thinkflow.model.json_limits.MAX_REPAIR_CHARS` is not repaired.
     """
     value = raw
     for _ in range(3):  # dict, JSON string, or a JSON string inside a JSON string
         if isinstance(value, dict):
-            return value
+            break
         if value is None or (isinstance(value, str) and not value.strip()):
             return {}
         if not isinstance(value, str):
             raise ArgumentsError(f"arguments must be a JSON object, got {type(value).__name__}")
         try:
-            value = json.loads(value)
+            value = json_limits.loads(value)
+        except json_limits.NestingError as error:
+            raise ArgumentsError(f"arguments are {error}; send them with less nesting") from None
         except json.JSONDecodeError as strict_error:
             value = _repair(value, strict_error)
     if isinstance(value, dict):
+        if json_limits.too_deep(value):
+            raise ArgumentsError(f"arguments are {json_limits.NestingError()}; send them with less nesting")
         return value
     raise ArgumentsError(f"arguments must be a JSON object, got {type(value).__name__}")
 
 
 def _repair(text: str, strict_error: json.JSONDecodeError) -> Any:
-    """Repair near-JSON with json_repair; raise ArgumentsError quoting the strict decoder's error if it can't."""
-    import json_repair
-
+    """Repair near-JSON with json_repair; raise ArgumentsError quoting the strict decoder's error if it can't, if
+    the text was cut off, nests too deeply or is too long to repair."""
+    at = " " if strict_error.msg.endswith(" at") else " at "  # "Unterminated string starting at"
+    where = f"{strict_error.msg}{at}line {strict_error.lineno} column {strict_error.colno}"
     stripped = text.strip()
     if not stripped.startswith(("{", "[", '"')):
-        raise ArgumentsError(f"arguments are not JSON: {strict_error.msg} at line {strict_error.lineno} column {strict_error.colno}")
-    if strict_error.pos >= len(text.rstrip()):  # cut off mid-object: a guess would invent argument values
-        raise ArgumentsError(f"arguments are truncated JSON: {strict_error.msg} at line {strict_error.lineno} column {strict_error.colno}")
-    repaired = json_repair.loads(stripped)
+        raise ArgumentsError(f"arguments are not JSON: {where}")
+    _, deepest, _ = json_limits.scan_end(stripped, 0)
+    if deepest > json_limits.MAX_DEPTH:
+        raise ArgumentsError(f"arguments are {json_limits.NestingError()}; send them with less nesting")
+    if strict_error.pos >= len(text.rstrip()) or json_limits.is_cut_off(stripped):
+        # cut off mid-value: a repair would invent the rest (a shorter string, a missing key)
+        raise ArgumentsError(f"arguments are truncated JSON: {where}; the call was cut off, send the complete call")
+    if len(stripped) > json_limits.MAX_REPAIR_CHARS:
+        raise ArgumentsError(f"arguments are not valid JSON: {where} (too long to repair: {len(stripped)} characters)")
+    import json_repair
+
+    try:
+        repaired = json_repair.loads(stripped)
+    except Exception:  # noqa: BLE001 - a third-party repair of untrusted text: any failure means "not JSON"
+        repaired = None
     if isinstance(repaired, dict) and (repaired or stripped.replace(" ", "") == "{}"):
+        if json_limits.too_deep(repaired):
+            raise ArgumentsError(f"arguments are {json_limits.NestingError()}; send them with less nesting")
         return repaired
-    raise ArgumentsError(f"arguments are not valid JSON: {strict_error.msg} at line {strict_error.lineno} column {strict_error.colno}")
+    raise ArgumentsError(f"arguments are not valid JSON: {where}")

@@ -118,6 +118,16 @@ def match_tool_name(raw: str, tool_names: Sequence[str]) -> str:
     return clean
 
 
+NO_TOOL_NAMES = {"none", "n/a", "na", "null", "nil", "no tool", "no_tool", "no-tool", "no action", "no_action",
+                 "nothing", ""}
+"""What a model writes as the action when it wants no tool (compared case-insensitively, quotes stripped)."""
+
+
+def is_no_tool(raw: str) -> bool:
+    """True when an action name ``raw`` means "no tool" (``None``, ``N/A``, empty, ...)."""
+    return raw.strip().strip(NAME_STRIP).strip().casefold() in NO_TOOL_NAMES
+
+
 def is_final_name(name: str) -> bool:
     """True when ``name`` is one of the ways a model writes the final-answer action."""
     return name.strip().strip(NAME_STRIP).casefold().replace("-", "_") in FINAL_ALIASES
@@ -169,6 +179,29 @@ def failure(style: Style, tool_names: Sequence[str], error: str, kind: str = "fo
     """A :class:`ParseFailure` whose message states ``error`` and the expected format of ``style``."""
     message = f"Your last reply could not be used: {error}\n{expected_format(style, tool_names)}"
     return ParseFailure(message=message, error=error, kind=kind, thought=thought)  # type: ignore[arg-type]
+
+
+def final_answer_format(style: Style) -> str:
+    """How to give the final answer in ``style`` (the reminder sent when a reply names no tool)."""
+    if style == "json":
+        return '{"thought": "<your reasoning>", "action": "final_answer", "action_input": "<the answer>"}'
+    if style == "react":
+        return "Thought: <your reasoning>\nFinal Answer: <the answer>"
+    return "reply with the answer as plain text, without calling a tool"
+
+
+def no_tool_failure(style: Style, tool_names: Sequence[str], raw: str, thought: str = "") -> ParseFailure:
+    """A ``kind="format"`` :class:`ParseFailure` for an action that names no tool (``raw``: ``None``, ``N/A``, empty):
+    nothing was run; to finish, give the final answer (exactly how, in ``style``), else call one of the tools."""
+    shown = f"'{raw}'" if raw else "nothing"
+    error = f"the action names no tool ({shown}), so nothing was run"
+    tools = ", ".join(tool_names) or "(no tools)"
+    message = (
+        f"Your last reply could not be used: {error}.\n"
+        f"If you need no tool, give your final answer now, in this format:\n{final_answer_format(style)}\n"
+        f"If you do need a tool, call one of: {tools}."
+    )
+    return ParseFailure(message=message, error=error, kind="format", thought=thought)
 
 
 def arguments_failure(style: Style, tools: Mapping[str, Any], name: str, error: str, thought: str) -> ParseFailure:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from thinkflow.model import json_limits
 from thinkflow.reply.actions import FinalAnswer
 from thinkflow.reply.json_text import iter_json_objects
 
@@ -19,12 +20,15 @@ _MISSING = object()
 
 
 def _extract_json(text: str) -> Any:
-    """The JSON value of a final answer: the whole text, a fenced block, or the first object in it."""
+    """The JSON value of a final answer: the whole text, a fenced block, or the first object in it (nesting
+    bounded: a value deeper than MAX_DEPTH is not JSON here)."""
     stripped = text.strip()
     try:
-        return json.loads(stripped)
+        return json_limits.loads(stripped)
     except json.JSONDecodeError:
         pass
+    except json_limits.NestingError:
+        return _MISSING
     for found in iter_json_objects(stripped):
         return found.value
     return _MISSING

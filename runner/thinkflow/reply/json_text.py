@@ -1,20 +1,47 @@
 """JSON objects found in model text: fenced blocks first, then every ``{`` in order.
 
-Strict decoding uses ``json.JSONDecoder().raw_decode`` from each brace, so the decoder -- not a pattern -- decides
-where an object ends; near-JSON is repaired with ``json_repair`` only when asked, and never a cut-off object.
+Strict decoding uses ``json.JSONDecoder().raw_decode`` from each brace (through
+:func:`thinkflow.model.json_limits.raw_decode`), so the decoder -- not a pattern -- decides where an object ends;
+near-JSON is repaired with ``json_repair`` only when asked, and never a cut-off object.
+
+Bounded on any input: the decoder's work is linear in the span it reads, the failed attempts of one text read at
+most :data:`SCAN_FACTOR` times its length (plus :data:`SCAN_EXTRA`) and number at most :data:`MAX_FAILED_DECODES`;
+the repair fallback scans at most :data:`REPAIR_SCAN_CHARS` and repairs at most :data:`REPAIR_CHARS` characters.
+Past a bound the search stops (an object further on is not seen); a value nested deeper than
+:data:`~thinkflow.model.json_limits.MAX_DEPTH` is skipped. Either is noted for the caller's error message.
 Pure functions, no I/O.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from thinkflow.model import json_limits
+
 DECODER = json.JSONDecoder()
 FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n", re.M)
 _TOOL_CALL_TAG = re.compile(r"<tool_call>", re.I)
+_OBJECT_START = re.compile(r'\{[ \t\r\n]*["}]')  # where a strict JSON object can begin
+_SPACE = re.compile(r"[ \t\r\n]*")
+
+SCAN_FACTOR = 8
+"""Failed strict decodes of one text may read this many times its length (plus :data:`SCAN_EXTRA`), in total."""
+SCAN_EXTRA = 65_536
+MAX_FAILED_DECODES = 2_000
+"""Most failed strict decodes tried in one text before the search stops."""
+REPAIR_SCAN_CHARS = 262_144
+"""Most characters the repair fallback scans for closing brackets in one text."""
+REPAIR_CHARS = 2 * json_limits.MAX_REPAIR_CHARS
+"""Most characters handed to ``json_repair`` for one text."""
+
+DEEP = "deep"
+"""Note: a JSON value nested deeper than MAX_DEPTH was skipped."""
+BOUNDED = "bounded"
+"""Note: the search stopped at one of its bounds."""
 
 
 @dataclass(frozen=True)
@@ -29,91 +56,120 @@ class Found:
     tagged: bool
 
 
+def _fenced_starts(text: str) -> list[int]:
+    """Positions of the ``{`` that opens a fenced block's content (after blank space), in order."""
+    starts = []
+    for fence in FENCE.finditer(text):
+        pos = _SPACE.match(text, fence.end()).end()
+        if pos < len(text) and text[pos] == "{":
+            starts.append(pos)
+    return starts
 
-def iter_json_objects(text: str) -> Iterator[Found]:
+
+def iter_json_objects(text: str, notes: set[str] | None = None) -> Iterator[Found]:
     """Yield every JSON object in ``text`` that decodes strictly: those opening a fenced block first, then one at
     each ``{`` in order (skipping over objects already decoded). Decoding uses ``raw_decode`` from the brace, so the
-    decoder -- not a pattern -- decides where the object ends."""
-    seen: set[int] = set()
-    tag_spans = [m.end() for m in _TOOL_CALL_TAG.finditer(text)]
+    decoder -- not a pattern -- decides where the object ends.
+
+    Args:
+        text: the model's text.
+        notes: if given, :data:`DEEP` and/or :data:`BOUNDED` are added to it when a too-deep value was skipped or
+            the search stopped at a bound (see the module docstring).
+    """
+    notes = set() if notes is None else notes
+    tag_ends = [m.end() for m in _TOOL_CALL_TAG.finditer(text)]
 
     def tagged(pos: int) -> bool:
-        return any(0 <= pos - end and not text[end:pos].strip() for end in tag_spans)
+        i = bisect.bisect_right(tag_ends, pos) - 1
+        return i >= 0 and _SPACE.match(text, tag_ends[i]).end() >= pos
 
-    for fence in FENCE.finditer(text):
-        pos = fence.end()
-        while pos < len(text) and text[pos] in " \t\r\n":
-            pos += 1
-        if pos < len(text) and text[pos] == "{":
-            try:
-                value, end = DECODER.raw_decode(text, pos)
-            except json.JSONDecodeError:
-                continue
-            seen.add(pos)
-            yield Found(value, pos, end, True, tagged(pos))
-    pos = text.find("{")
-    while pos != -1:
-        if pos in seen:
-            pos = text.find("{", pos + 1)
-            continue
+    budget = SCAN_FACTOR * len(text) + SCAN_EXTRA
+    failures = 0
+
+    def attempt(pos: int) -> tuple[Any, int] | None:
+        nonlocal budget, failures
         try:
-            value, end = DECODER.raw_decode(text, pos)
-        except json.JSONDecodeError:
-            pos = text.find("{", pos + 1)
+            return json_limits.raw_decode(text, pos)
+        except json.JSONDecodeError as error:
+            budget -= max(error.pos - pos, 1)
+        except json_limits.NestingError:
+            notes.add(DEEP)
+            budget -= len(text) - pos
+        failures += 1
+        return None
+
+    seen: dict[int, int] = {}
+    for pos in _fenced_starts(text):
+        if pos in seen:
             continue
-        yield Found(value, pos, end, False, tagged(pos))
-        pos = text.find("{", end)
+        decoded = attempt(pos)
+        if decoded is not None:
+            seen[pos] = decoded[1]
+            yield Found(decoded[0], pos, decoded[1], True, tagged(pos))
+    pos = 0
+    while True:
+        if budget <= 0 or failures >= MAX_FAILED_DECODES:
+            notes.add(BOUNDED)
+            return
+        match = _OBJECT_START.search(text, pos)
+        if match is None:
+            return
+        start = match.start()
+        if start in seen:
+            pos = seen[start]
+            continue
+        decoded = attempt(start)
+        if decoded is None:
+            pos = start + 1
+            continue
+        yield Found(decoded[0], start, decoded[1], False, tagged(start))
+        pos = decoded[1]
 
 
-def repair_objects(text: str) -> Iterator[Found]:
+def repair_objects(text: str, notes: set[str] | None = None) -> Iterator[Found]:
     """Near-JSON objects (single quotes, Python literals, trailing commas, unquoted keys), repaired with json_repair,
-    at each ``{`` in order (fenced blocks first). A cut-off object is never repaired."""
-    import json_repair
+    at each ``{`` in order (fenced blocks first). A cut-off object is never repaired; nor is one longer than
+    :data:`~thinkflow.model.json_limits.MAX_REPAIR_CHARS` or nested deeper than
+    :data:`~thinkflow.model.json_limits.MAX_DEPTH`. ``notes`` as in
+    :func:`iter_json_objects`."""
+    notes = set() if notes is None else notes
+    scan_left, repair_left = REPAIR_SCAN_CHARS, REPAIR_CHARS
+    tried: set[int] = set()
 
-    starts: list[int] = []
-    for fence in FENCE.finditer(text):
-        pos = fence.end()
-        while pos < len(text) and text[pos] in " \t\r\n":
-            pos += 1
-        if pos < len(text) and text[pos] == "{":
-            starts.append(pos)
-    pos = text.find("{")
-    while pos != -1:
-        if pos not in starts:
-            starts.append(pos)
-        pos = text.find("{", pos + 1)
-    for start in starts:
-        end = _balanced_end(text, start)
-        if end is None:
-            continue  # cut off: a repair would invent the rest
-        value = json_repair.loads(text[start:end])
+    def starts() -> Iterator[int]:
+        yield from _fenced_starts(text)
+        pos = text.find("{")
+        while pos != -1:
+            yield pos
+            pos = text.find("{", pos + 1)
+
+    for start in starts():
+        if start in tried:
+            continue
+        tried.add(start)
+        if scan_left <= 0 or repair_left <= 0:
+            notes.add(BOUNDED)
+            return
+        limit = min(scan_left, json_limits.MAX_REPAIR_CHARS)
+        end, deepest, _ = json_limits.scan_end(text, start, limit=limit)
+        scan_left -= (end if end is not None else min(len(text), start + limit)) - start
+        if end is None or deepest > json_limits.MAX_DEPTH:
+            continue  # cut off (or too long): a repair would invent the rest
+        repair_left -= end - start
+        value = _repair(text[start:end])
         if isinstance(value, list) and value and isinstance(value[0], dict):
             value = value[0]
-        if isinstance(value, dict) and value:
-            yield Found(value, start, len(text), False, False)
+        if isinstance(value, dict) and value and not json_limits.too_deep(value):
+            yield Found(value, start, end, False, False)
 
 
-def _balanced_end(text: str, start: int) -> int | None:
-    """End index of the near-JSON object opening at ``text[start] == "{"``: brackets are counted outside string
-    literals (double- or single-quoted, backslash escapes honoured). None when the object never closes."""
-    depth, quote, i = 0, "", start
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return None
+def _repair(chunk: str) -> Any:
+    import json_repair
+
+    try:
+        return json_repair.loads(chunk)
+    except Exception:  # noqa: BLE001 - a third-party repair of untrusted text: any failure means "nothing here"
+        return None
 
 
 def cut_fence(chunk: str) -> str:

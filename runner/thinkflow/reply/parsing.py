@@ -7,7 +7,8 @@ first that yields an action:
    blocks ``<think>...</think>`` are cut out and kept as the thought.
 2. Native tool calls (style ``native``, or whenever the provider returned ``tool_calls``): every call is kept, in
    order; its name is matched to a known tool (rule 7) and its arguments must have decoded (a call whose arguments
-   could not be decoded keeps its error in :attr:`ToolAction.errors` and is never run).
+   could not be decoded keeps its error in :attr:`ToolAction.errors` and is never run). Calls that all name no
+   tool (``None``, ``N/A``, empty) are a :class:`ParseFailure` reminding how to give the final answer.
 3. Empty: no text and no tool calls -> :class:`ParseFailure` with ``kind="empty"``.
 4. The style's own format:
    - ``json``: the first JSON object holding an ``"action"`` key, looking in fenced blocks (```json, ```, ~~~)
@@ -18,18 +19,26 @@ first that yields an action:
      ``Final Answer:`` (any case, wrapped in ``**``/``__``/backticks, ASCII or full-width colon ``：``). Whichever
      of the first ``Action`` and the first ``Final Answer`` comes first wins: an action runs and everything after
      it (an invented ``Observation:``, a ``Final Answer:``) is discarded. The tool name is on the label's line or,
-     if that is empty, on the next non-empty line.
+     if that is empty, on the next non-empty line. A label inside a fenced code block is quoted text, not an
+     action (unless the whole reply is one fenced block).
+   - In both, an action naming no tool (``None``, ``none``, ``N/A``, empty) is a :class:`ParseFailure` reminding
+     how to give the final answer (a ``Final Answer:`` after ``Action: None`` is taken as the answer).
 5. Recovery, whatever the style: a tool call written in the text -- inside ``<tool_call>...</tool_call>`` tags,
    in a fenced block, or bare -- in one of the shapes ``{"name", "arguments"}``, ``{"name", "parameters"}``,
    ``{"function": {"name", "arguments"}}``, ``{"action", "action_input"}`` or ``{"tool_calls": [...]}``, is run
    when its name is a known tool (inside ``<tool_call>`` tags it is a tool call whatever the name);
    ``{"action": "final_answer", "action_input": ...}`` finishes. Then ReAct labels (an ``Action:`` naming a known
    tool, or a ``Final Answer:``) are honoured in the other styles too.
-6. Otherwise: in ``native`` style the text is the final answer (a leading ``Final Answer:`` label removed); in
-   ``json`` and ``react`` style it is a :class:`ParseFailure` (``kind="format"``) whose message states exactly the
-   expected format.
+6. Otherwise: JSON nested deeper than :data:`~thinkflow.model.json_limits.MAX_DEPTH` levels is a
+   :class:`ParseFailure` (``kind="format"``); a reply with no format markers at all (no ReAct label outside
+   fences, no ``{"``, no ``<tool_call>`` tag: plain prose) is the final answer in every style, as is any other
+   text in ``native`` style (a leading ``Final Answer:`` label removed); in ``json`` and ``react`` style the rest
+   is a :class:`ParseFailure` (``kind="format"``) whose message states exactly the expected format.
 7. Tool names are compared exactly, then ignoring case, surrounding quotes, backticks and ``*``; an unknown name
    is kept as written (the loop answers it with the list of available tools).
+
+Time is linear in the reply on any input (no backtracking pattern; JSON scanning bounded, see
+:mod:`thinkflow.reply.json_text`) and nesting is bounded: nothing a model writes raises.
 
 Arguments (rule 2, 4, 5) go through :func:`thinkflow.model.messages.decode_arguments` (dict, JSON string, double-encoded
 string, near-JSON repaired). When they cannot be decoded the model gets the decoder's exact error and the expected
@@ -55,14 +64,17 @@ from thinkflow.reply.actions import (
     expected_format,
     failure,
     is_final_name,
+    is_no_tool,
     match_tool_name,
     new_call_id,
+    no_tool_failure,
     required_params,
     tool_from_input,
 )
-from thinkflow.reply.json_text import iter_json_objects, repair_objects
+from thinkflow.reply.json_text import DEEP, iter_json_objects, repair_objects
 from thinkflow.model.messages import ArgumentsError, ToolCall
-from thinkflow.reply.react_text import parse_react, strip_final_label
+from thinkflow.model.json_limits import MAX_DEPTH
+from thinkflow.reply.react_text import labels_of, parse_react, strip_final_label
 
 # --------------------------------------------------------------------------------------------------------------
 # Rule 1: normalising content
@@ -152,16 +164,22 @@ def parse_reply(
 
     # Rule 2: native tool calls.
     if tool_calls:
+        thought = "\n".join(t for t in (reasoning, body.strip()) if t)
+        no_tool = [i for i, c in enumerate(tool_calls) if match_tool_name(c.name, names) not in names
+                   and is_no_tool(c.name)]
+        if len(no_tool) == len(tool_calls):
+            return no_tool_failure(style, names, tool_calls[0].name.strip(), thought)
         calls, errors, seen_ids = [], {}, set()
-        for call in tool_calls:
+        for index, call in enumerate(tool_calls):
             call_id = call.id if call.id and call.id not in seen_ids else new_call_id()
             seen_ids.add(call_id)
             name = match_tool_name(call.name, names)
             calls.append(ToolCall(call_id, name, dict(call.arguments) if isinstance(call.arguments, dict) else {}))
             err = (argument_errors or {}).get(call.id)
-            if err:
+            if index in no_tool:
+                errors[call_id] = "this call names no tool, so nothing was run"
+            elif err:
                 errors[call_id] = f"{err}. Expected a JSON object with: {describe_keys(tools.get(name))}."
-        thought = "\n".join(t for t in (reasoning, body.strip()) if t)
         return ToolAction(tuple(calls), thought=thought, errors=errors, source="native")
 
     # Rule 3: empty.
@@ -175,8 +193,9 @@ def parse_reply(
         )
 
     # Rule 4: the style's own format.
+    notes: set[str] = set()
     if style == "json":
-        action = _parse_json_action(body, style, tools, reasoning)
+        action = _parse_json_action(body, style, tools, reasoning, notes)
         if action is not None:
             return action
     elif style == "react":
@@ -185,7 +204,7 @@ def parse_reply(
             return action
 
     # Rule 5: recovery of tool calls written as text, then ReAct labels.
-    recovered = _recover_text_calls(body, style, tools, reasoning)
+    recovered = _recover_text_calls(body, style, tools, reasoning, notes)
     if recovered is not None:
         return recovered
     if style != "react":
@@ -194,11 +213,24 @@ def parse_reply(
             return action
 
     # Rule 6.
-    if style == "native":
+    if DEEP in notes:
+        return failure(style, names, f"the reply holds JSON nested deeper than {MAX_DEPTH} levels", thought=reasoning)
+    if style == "native" or not has_format_markers(body):
         return FinalAnswer(strip_final_label(body).strip(), thought=reasoning)
     if style == "json":
         return failure(style, names, "no JSON object with an \"action\" key was found", thought=reasoning)
     return failure(style, names, "no 'Action:' or 'Final Answer:' line was found", thought=reasoning)
+
+
+_JSON_START = re.compile(r"\{[ \t\r\n]*[\"']")
+_CALL_TAG = re.compile(r"<(?:tool_call|function)\b", re.I)
+
+
+def has_format_markers(body: str) -> bool:
+    """True when ``body`` shows an attempt at an action format: a ReAct label outside fenced blocks, the start of a
+    JSON object (``{"`` or ``{'``, anywhere), or a ``<tool_call>``/``<function`` tag. A reply without any is plain
+    prose: the final answer in every style (rule 6)."""
+    return bool(_JSON_START.search(body) or _CALL_TAG.search(body) or labels_of(body))
 
 
 def _final_from_input(value: Any, thought: str) -> FinalAnswer:
@@ -217,11 +249,13 @@ def _final_from_input(value: Any, thought: str) -> FinalAnswer:
     return FinalAnswer(str(value), thought=thought, data=value)
 
 
-def _parse_json_action(body: str, style: Style, tools: Mapping[str, Any], reasoning: str) -> Action | None:
+def _parse_json_action(body: str, style: Style, tools: Mapping[str, Any], reasoning: str,
+                       notes: set[str]) -> Action | None:
     names = list(tools)
-    found = next((f for f in iter_json_objects(body) if isinstance(f.value, dict) and "action" in f.value), None)
+    found = next((f for f in iter_json_objects(body, notes) if isinstance(f.value, dict) and "action" in f.value),
+                 None)
     if found is None:
-        found = next((f for f in repair_objects(body) if "action" in f.value), None)
+        found = next((f for f in repair_objects(body, notes) if "action" in f.value), None)
     if found is None:
         return None
     obj = found.value
@@ -232,7 +266,9 @@ def _parse_json_action(body: str, style: Style, tools: Mapping[str, Any], reason
         if not shapes:
             return failure(style, names, '"action" must be a tool name or "final_answer"', thought=thought)
         action, obj = shapes[0][0], {"action": shapes[0][0], "action_input": shapes[0][1]}
-    if not isinstance(action, str) or not action.strip():
+    if action is None or (isinstance(action, str) and action not in names and is_no_tool(action)):
+        return no_tool_failure(style, names, "" if action is None else action.strip(), thought)
+    if not isinstance(action, str):
         return failure(style, names, '"action" must be a tool name or "final_answer"', thought=thought)
     name = match_tool_name(action, names)
     if name not in names and is_final_name(action):
@@ -244,11 +280,12 @@ def _parse_json_action(body: str, style: Style, tools: Mapping[str, Any], reason
     return tool_from_input(name, obj["action_input"], style, tools, thought, "json")
 
 
-def _recover_text_calls(body: str, style: Style, tools: Mapping[str, Any], reasoning: str) -> Action | None:
+def _recover_text_calls(body: str, style: Style, tools: Mapping[str, Any], reasoning: str,
+                        notes: set[str]) -> Action | None:
     names = list(tools)
     calls: list[ToolCall] = []
     errors: dict[str, str] = {}
-    for found in iter_json_objects(body):
+    for found in iter_json_objects(body, notes):
         shapes = _tool_call_shapes(found.value)
         if not shapes:
             continue

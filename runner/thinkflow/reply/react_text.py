@@ -14,6 +14,8 @@ from typing import Any, Mapping
 from thinkflow.reply.actions import (
     NAME_STRIP,
     Action,
+    is_no_tool,
+    no_tool_failure,
     FinalAnswer,
     Style,
     ToolAction,
@@ -25,16 +27,28 @@ from thinkflow.reply.actions import (
     required_params,
     tool_from_input,
 )
-from thinkflow.reply.json_text import DECODER, FENCE, cut_fence
+from thinkflow.model import json_limits
+from thinkflow.reply.fences import fenced_blocks, outside, unwrap_whole
+from thinkflow.reply.json_text import FENCE, cut_fence
 from thinkflow.model.messages import ToolCall
 
 # ReAct labels: at the start of a line, optionally wrapped in **, __ or backticks, ASCII or full-width colon.
+# Linear on any input: each part is one character class or a fixed word, never a repeated group (a pattern like
+# ``(?:[#*-]+[ \t]*)*`` backtracks exponentially on a long run of ``-``).
 LABEL = re.compile(
-    r"^[ \t]*(?:[>#*_`~-]+[ \t]*)*"
+    r"^[ \t>#*_`~-]*"
     r"(?P<label>thought|action[ \t_-]*input|action|observation|final[ \t_-]*answer)"
-    r"[ \t]*(?:[*_`]+[ \t]*)*[:：](?:[ \t]*[*_]{1,2}(?=[ \t]|$))?[ \t]*",
+    r"[ \t*_`]*[:：](?:[ \t]*[*_]{1,2}(?=[ \t]|$))?[ \t]*",
     re.I | re.M,
 )
+
+def labels_of(body: str) -> list[tuple[re.Match[str], str]]:
+    """The ReAct labels of ``body`` that act, with their kinds: those outside fenced code blocks (a label inside a
+    fence is quoted text, an example or a template)."""
+    matches = list(LABEL.finditer(body))
+    blocks = fenced_blocks(body) if matches else []
+    kept = outside(matches, (m.start() for m in matches), blocks) if blocks else matches
+    return [(m, label_kind(m.group("label"))) for m in kept]
 
 
 def label_kind(label: str) -> str:
@@ -46,10 +60,14 @@ def label_kind(label: str) -> str:
 
 def parse_react(body: str, style: Style, tools: Mapping[str, Any], reasoning: str, *, known_only: bool) -> Action | None:
     """The action in ReAct text: whichever of the first ``Action:`` and the first ``Final Answer:`` comes first,
-    or None when there is neither. ``known_only``: only an ``Action:`` naming a known tool counts (recovery in the
-    other styles); else a missing or unknown tool name is answered as the model wrote it."""
+    or None when there is neither. Labels inside fenced code blocks do not count, unless the whole reply is one
+    fenced block (then its content is read). ``known_only``: only an ``Action:`` naming a known tool counts
+    (recovery in the other styles); else a missing or unknown tool name is answered as the model wrote it. An
+    ``Action:`` naming no tool (``None``, ``N/A``, empty) is answered with how to give the final answer, unless a
+    ``Final Answer:`` follows it."""
     names = list(tools)
-    labels = [(m, label_kind(m.group("label"))) for m in LABEL.finditer(body)]
+    body = unwrap_whole(body)
+    labels = labels_of(body)
     first_action = next((i for i, (_, k) in enumerate(labels) if k == "action"), None)
     first_final = next((i for i, (_, k) in enumerate(labels) if k == "final"), None)
     if first_action is None and first_final is None:
@@ -62,13 +80,12 @@ def parse_react(body: str, style: Style, tools: Mapping[str, Any], reasoning: st
         match = labels[first_action][0]
         section_end = labels[first_action + 1][0].start() if first_action + 1 < len(labels) else len(body)
         section = body[match.end():section_end]
-        lines = [ln for ln in section.splitlines() if ln.strip()]
-        raw_name = lines[0] if lines else ""
-        if not raw_name.strip() or not raw_name.strip().strip(NAME_STRIP):
-            if known_only:
-                return None
-            return failure(style, names, "the 'Action:' line names no tool", thought=thought)
-        name = match_tool_name(raw_name, names)
+        raw_name = next((ln for ln in section.splitlines() if ln.strip()), "")
+        name = match_tool_name(raw_name, names) if raw_name.strip() else ""
+        if name not in names and is_no_tool(raw_name):
+            if first_final is not None:  # "Action: None" then "Final Answer: ..."
+                return FinalAnswer(body[labels[first_final][0].end():].strip(), thought=thought)
+            return no_tool_failure(style, names, raw_name.strip(), thought)
         if known_only and name not in names:
             return None
         if name not in names and is_final_name(raw_name):
@@ -108,31 +125,36 @@ def _input_json(raw: str) -> str:
         text = cut_fence(text).strip()
     if text.startswith("{"):
         try:
-            _, end = DECODER.raw_decode(text)
+            _, end = json_limits.raw_decode(text)
             return text[:end]
         except json.JSONDecodeError:
             return cut_fence(text).strip()
+        except json_limits.NestingError:
+            return text  # decode_arguments reports the nesting
     if len(text) >= 2 and text[0] == text[-1] == "`":
         return text.strip("`").strip()
     return text
 
 
-_FINAL_PREFIX = re.compile(r"^\s*(?:[*_`]+\s*)?final[ \t_-]*answer\s*(?:[*_`]+\s*)?[:：](?:\s*[*_`]+(?=\s))?\s*", re.I)
-_THOUGHT_PREFIX = re.compile(r"^\s*(?:[*_`]+\s*)?thought\s*(?:[*_`]+\s*)?[:：](?:\s*[*_`]+(?=\s))?\s*", re.I)
+# Anchored at the start (``match``, never a search), each part one character class: linear on any input.
+_FINAL_PREFIX = re.compile(r"[\s*_`]*final[ \t_-]*answer[ \t*_`]*[:：](?:[ \t]*[*_`]+(?=\s))?\s*", re.I)
+_THOUGHT_PREFIX = re.compile(r"[\s*_`]*thought[ \t*_`]*[:：](?:[ \t]*[*_`]+(?=\s))?\s*", re.I)
 
 
 def strip_final_label(text: str) -> str:
     """``text`` without a leading ``Final Answer:`` label."""
-    return _FINAL_PREFIX.sub("", text, count=1)
+    match = _FINAL_PREFIX.match(text)
+    return text[match.end():] if match else text
 
 
 def _strip_thought_label(text: str) -> str:
-    return _THOUGHT_PREFIX.sub("", text, count=1)
+    match = _THOUGHT_PREFIX.match(text)
+    return text[match.end():] if match else text
 
 
 def before_observation(text: str) -> str:
     """The reply up to an invented ``Observation:`` line (the model must not write its own observations)."""
-    for match in LABEL.finditer(text):
-        if label_kind(match.group("label")) == "observation":
+    for match, kind in labels_of(text):
+        if kind == "observation":
             return text[:match.start()].rstrip()
     return text

@@ -14,6 +14,7 @@ does not match ``output_schema`` (sent back for repair twice), a final answer na
 (``loop.check_answer_files``, sent back once). Faults that end the run with a status: a model error
 after retries (``model_error``), repeated empty replies (``model_error``), ``max_steps``, the wall-clock
 ``timeout``, a budget (``budget_exceeded``), a repetition that continues after the warning (``loop_detected``),
+the same malformed reply three times in a row (``loop_detected``, :mod:`thinkflow.run.malformed_streak`),
 an answer still invalid after the repairs (``invalid_output``), Ctrl-C (``interrupted``). A run that ends early
 carries the best partial answer. The trace and the session are saved whatever the ending.
 
@@ -44,6 +45,7 @@ from thinkflow.run.base import RunBase, RunResult
 from thinkflow.run.collaborators import RunnableAgent
 from thinkflow.run.context import activate
 from thinkflow.run.limits import Budget, RepetitionDetector
+from thinkflow.run.malformed_streak import MalformedStreak
 from thinkflow.run.outcome import Outcome
 from thinkflow.run.session import Session
 from thinkflow.run.step import Step, calls_run, partial_answer, tool_results
@@ -107,6 +109,7 @@ class _Run(RunBase):
         self.memories: list[dict[str, Any]] = []
         self.empty_replies = 0
         self.malformed = 0
+        self.malformed_streak = MalformedStreak()
         self.output_repairs = 0
         self.file_checks = 0
         self._system_cache: tuple[tuple, str] | None = None
@@ -297,16 +300,23 @@ class _Run(RunBase):
             if reply.text.strip():
                 self.messages.append(Message("assistant", reply.text))
             self.messages.append(Message("user", action.message))
+            if self.malformed_streak.add(self.style, reply):
+                return Outcome("loop_detected", error=self.malformed_streak.reason(action.error))
             self._malformed(step.number, action.error)
             return None
         if isinstance(action, ToolAction):
             ending = self._run_tools(action, reply, step)
             if action.errors and len(action.errors) == len(action.calls):
-                self._malformed(step.number, "; ".join(action.errors.values()))
+                error = "; ".join(action.errors.values())
+                if ending is None and self.malformed_streak.add(self.style, reply):
+                    return Outcome("loop_detected", error=self.malformed_streak.reason(error))
+                self._malformed(step.number, error)
             else:
                 self.malformed = 0
+                self.malformed_streak.reset()
             return ending
         self.malformed = 0
+        self.malformed_streak.reset()
         return self._final(action, reply, step)
 
     def _malformed(self, step: int, error: str) -> None:

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from thinkflow.model import json_limits
 from thinkflow.reply.json_text import iter_json_objects
 
 STEP_SCHEMA: dict[str, Any] = {
@@ -59,9 +60,11 @@ def _plan_value(text: str) -> Any:
     list, else the step objects found in order (a bare list, fenced or not). None when there is none."""
     stripped = text.strip()
     try:
-        return json.loads(stripped)
+        return json_limits.loads(stripped)
     except json.JSONDecodeError:
         pass
+    except json_limits.NestingError:
+        return None
     found = [f.value for f in iter_json_objects(stripped)]
     for value in found:
         if isinstance(value, dict) and isinstance(value.get("steps", value.get("plan")), list):

@@ -1,0 +1,167 @@
+"""Bounded JSON decoding of text a model wrote: nesting depth limited, time linear in the text scanned.
+
+The standard library decoder recurses once per nesting level and raises ``RecursionError`` near 1,000 levels;
+its errors count the newlines before the failure position (``JSONDecodeError.lineno``), so failing at many places
+of a long text costs time quadratic in its length. Here decoding goes through a window that grows by doubling
+(:func:`raw_decode`), so a failure costs time linear in the span the decoder looked at, and a value nested
+deeper than :data:`MAX_DEPTH` is a :class:`NestingError`, never a ``RecursionError``. :func:`scan_end` finds where
+a near-JSON value (single quotes allowed) closes, in one pass, for the repair fallback and the truncation check.
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import re
+from itertools import accumulate
+from typing import Any
+
+MAX_DEPTH = 100
+"""Deepest nesting (objects and arrays) accepted in a reply or in tool-call arguments."""
+
+MAX_REPAIR_CHARS = 64_000
+"""Longest near-JSON text handed to ``json_repair`` (pure Python, about 0.2 s per 100 KB), in characters."""
+
+FIRST_WINDOW = 4096
+"""First window, in characters, that :func:`raw_decode` hands to the decoder."""
+
+DECODER = json.JSONDecoder()
+_EDGE = 16  # a failure this close to a window's end may be the edge: a literal, number or escape cut in two
+_SPECIAL = re.compile(r"[\"'\\{}\[\]]")
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"{": 1, "[": 1, "}": -1, "]": -1}
+
+
+class NestingError(ValueError):
+    """A JSON value is nested deeper than :data:`MAX_DEPTH` levels (objects and arrays)."""
+
+    def __init__(self, limit: int = MAX_DEPTH):
+        super().__init__(f"JSON nested deeper than {limit} levels")
+        self.limit = limit
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when ``value`` (decoded JSON: dicts, lists, scalars) nests more than ``limit`` containers. Iterative,
+    time linear in the size of ``value``."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth + 1 > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def _checked(value: Any) -> Any:
+    if too_deep(value):
+        raise NestingError()
+    return value
+
+
+def loads(text: str) -> Any:
+    """``json.loads(text)`` with the depth bound. Raises ``json.JSONDecodeError`` or :class:`NestingError`."""
+    try:
+        return _checked(json.loads(text))
+    except RecursionError:
+        raise NestingError() from None
+
+
+def raw_decode(text: str, pos: int = 0) -> tuple[Any, int]:
+    """Decode the JSON value that starts at ``text[pos]``: ``(value, end)`` with ``end`` an index into ``text``.
+
+    The decoder reads a window of the text that doubles from :data:`FIRST_WINDOW` characters while the value might
+    go on past it, so the time is linear in the span decoded, not in ``len(text)``; error positions are indexes
+    into ``text``. Raises ``json.JSONDecodeError`` (as ``JSONDecoder.raw_decode``) or :class:`NestingError`.
+    """
+    size = FIRST_WINDOW
+    while True:
+        stop = min(len(text), pos + size)
+        window = text[pos:stop]
+        try:
+            value, end = DECODER.raw_decode(window)
+        except RecursionError:
+            raise NestingError() from None
+        except json.JSONDecodeError as error:
+            if stop < len(text) and _may_continue(error, len(window)):
+                size *= 2
+                continue
+            if bracket_depth(window[:error.pos + 1]) > MAX_DEPTH:
+                raise NestingError() from None  # the decoder went deeper than the limit before it failed
+            raise json.JSONDecodeError(error.msg, text, pos + error.pos) from None
+        if stop < len(text) and end == len(window) and not isinstance(value, (dict, list, str)):
+            size *= 2  # a number or literal cut by the window's edge: read it whole
+            continue
+        return _checked(value), pos + end
+
+
+def bracket_depth(text: str) -> int:
+    """The deepest nesting of brackets (``{[`` open, ``]}`` close) in ``text``, counting every bracket (also those
+    in string literals): an upper bound of a JSON value's depth. Time linear, in C (no Python loop per char)."""
+    brackets = _NOT_BRACKET.sub("", text)
+    if not brackets:
+        return 0
+    levels = list(accumulate(map(_STEP.__getitem__, brackets)))
+    lowest = accumulate([0, *levels[:-1]], min)
+    return max(map(operator.sub, levels, lowest))
+
+
+def _may_continue(error: json.JSONDecodeError, size: int) -> bool:
+    """Whether a failure inside a window could be the window's edge rather than the text itself."""
+    return error.pos >= size - _EDGE or error.msg.startswith("Unterminated string")
+
+
+def scan_end(text: str, start: int, limit: int | None = None) -> tuple[int | None, int, bool]:
+    """Scan the near-JSON value opening at ``text[start]`` (``{``, ``[`` or a quote): brackets are counted outside
+    string literals (double- or single-quoted, backslash escapes honoured).
+
+    Returns ``(end, max_depth, in_string)``: ``end`` is the index after the closing bracket (None when the value
+    never closes within ``limit`` characters, or the text); ``in_string``: the scan ended inside a string literal.
+    Stops early once the depth passes :data:`MAX_DEPTH`. One pass; time linear in the span scanned.
+    """
+    stop = len(text) if limit is None else min(len(text), start + limit)
+    depth = deepest = 0
+    quote = ""
+    i = start
+    while True:
+        match = _SPECIAL.search(text, i, stop)
+        if match is None:
+            return None, deepest, bool(quote)
+        i = match.start()
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+                if depth == 0:
+                    return i + 1, deepest, False
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "{[":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_DEPTH:
+                return None, deepest, False
+        elif ch in "}]":
+            depth -= 1
+            if depth <= 0:
+                return i + 1, deepest, False
+        i += 1
+
+
+def is_cut_off(text: str) -> bool:
+    """True when the JSON-like ``text`` stops before its value closes: inside a string literal, or with an object
+    or array still open at its end (output truncated mid-value)."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "{[\"'":
+        return False
+    end, deepest, in_string = scan_end(stripped, 0)
+    return end is None and deepest <= MAX_DEPTH

@@ -5,7 +5,8 @@ its errors count the newlines before the failure position (``JSONDecodeError.lin
 of a long text costs time quadratic in its length. Here decoding goes through a window that grows by doubling
 (:func:`raw_decode`), so a failure costs time linear in the span the decoder looked at, and a value nested
 deeper than :data:`MAX_DEPTH` is a :class:`NestingError`, never a ``RecursionError``. :func:`scan_end` finds where
-a near-JSON value (single quotes allowed) closes, in one pass, for the repair fallback and the truncation check.
+a near-JSON value (single quotes allowed) closes, in one pass, for the repair fallback and the truncation check;
+:func:`bracket_depth` bounds the depth of any text in C time.
 
 Pure functions, no I/O.
 """
@@ -24,7 +25,7 @@ MAX_DEPTH = 100
 MAX_REPAIR_CHARS = 64_000
 """Longest near-JSON text handed to ``json_repair`` (pure Python, about 0.2 s per 100 KB), in characters."""
 
-FIRST_WINDOW = 4096
+FIRST_WINDOW = 256
 """First window, in characters, that :func:`raw_decode` hands to the decoder."""
 
 DECODER = json.JSONDecoder()
@@ -99,7 +100,9 @@ def raw_decode(text: str, pos: int = 0) -> tuple[Any, int]:
         if stop < len(text) and end == len(window) and not isinstance(value, (dict, list, str)):
             size *= 2  # a number or literal cut by the window's edge: read it whole
             continue
-        return _checked(value), pos + end
+        if end > 2 * MAX_DEPTH:  # a shorter span cannot nest deeper than MAX_DEPTH
+            _checked(value)
+        return value, pos + end
 
 
 def bracket_depth(text: str) -> int:
@@ -155,13 +158,3 @@ def scan_end(text: str, start: int, limit: int | None = None) -> tuple[int | Non
             if depth <= 0:
                 return i + 1, deepest, False
         i += 1
-
-
-def is_cut_off(text: str) -> bool:
-    """True when the JSON-like ``text`` stops before its value closes: inside a string literal, or with an object
-    or array still open at its end (output truncated mid-value)."""
-    stripped = text.strip()
-    if not stripped or stripped[0] not in "{[\"'":
-        return False
-    end, deepest, in_string = scan_end(stripped, 0)
-    return end is None and deepest <= MAX_DEPTH

@@ -195,14 +195,19 @@ def _repair(text: str, strict_error: json.JSONDecodeError) -> Any:
     stripped = text.strip()
     if not stripped.startswith(("{", "[", '"')):
         raise ArgumentsError(f"arguments are not JSON: {where}")
-    _, deepest, _ = json_limits.scan_end(stripped, 0)
+    truncated = ArgumentsError(f"arguments are truncated JSON: {where}; the call was cut off, send the complete call")
+    # The strict decoder reached the end of the text: inside a string ("Unterminated string") or a value still open.
+    if strict_error.msg.startswith("Unterminated string") or strict_error.pos >= len(text.rstrip()):
+        raise truncated
+    if len(stripped) > json_limits.MAX_REPAIR_CHARS:
+        if stripped[0] in "{[" and stripped[-1] not in "}]" and strict_error.msg != "Extra data":
+            raise truncated
+        raise ArgumentsError(f"arguments are not valid JSON: {where} (too long to repair: {len(stripped)} characters)")
+    end, deepest, _ = json_limits.scan_end(stripped, 0)
     if deepest > json_limits.MAX_DEPTH:
         raise ArgumentsError(f"arguments are {json_limits.NestingError()}; send them with less nesting")
-    if strict_error.pos >= len(text.rstrip()) or json_limits.is_cut_off(stripped):
-        # cut off mid-value: a repair would invent the rest (a shorter string, a missing key)
-        raise ArgumentsError(f"arguments are truncated JSON: {where}; the call was cut off, send the complete call")
-    if len(stripped) > json_limits.MAX_REPAIR_CHARS:
-        raise ArgumentsError(f"arguments are not valid JSON: {where} (too long to repair: {len(stripped)} characters)")
+    if end is None:  # near-JSON cut off mid-value: a repair would invent the rest (a shorter string, a missing key)
+        raise truncated
     import json_repair
 
     try:

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Iterator, TypeVar
+from typing import Iterable, Iterator
 
 _FENCE_LINE = re.compile(r"^[ \t]*(`{3,}|~{3,})([^\n]*)$", re.M)
-
-T = TypeVar("T")
-
 
 @dataclass(frozen=True)
 class Fence:
@@ -28,9 +25,8 @@ class Fence:
     content_end: int
 
 
-def fenced_blocks(text: str) -> list[Fence]:
-    """Every fenced block of ``text``, in order, not overlapping."""
-    blocks: list[Fence] = []
+def fenced_blocks(text: str) -> Iterator[Fence]:
+    """Every fenced block of ``text``, in order, not overlapping (lazily: each block is found when asked for)."""
     opened: tuple[int, int, str, int] | None = None  # (start, content start, fence character, fence length)
     for line in _FENCE_LINE.finditer(text):
         run, rest = line.group(1), line.group(2)
@@ -39,20 +35,21 @@ def fenced_blocks(text: str) -> list[Fence]:
                 continue  # ```code``` on one line is inline code, not a fence
             opened = (line.start(), min(line.end() + 1, len(text)), run[0], len(run))
         elif run[0] == opened[2] and len(run) >= opened[3] and not rest.strip():
-            blocks.append(Fence(opened[0], line.end(), opened[1], max(opened[1], line.start())))
+            yield Fence(opened[0], line.end(), opened[1], max(opened[1], line.start()))
             opened = None
     if opened is not None:
-        blocks.append(Fence(opened[0], len(text), opened[1], len(text)))
-    return blocks
+        yield Fence(opened[0], len(text), opened[1], len(text))
 
 
-def outside(items: Iterable[T], starts: Iterable[int], blocks: list[Fence]) -> Iterator[T]:
-    """The ``items`` whose position (``starts``, same order, ascending) lies outside every block of ``blocks``."""
-    i = 0
-    for item, pos in zip(items, starts):
-        while i < len(blocks) and blocks[i].end <= pos:
-            i += 1
-        if i < len(blocks) and blocks[i].start <= pos:
+def outside(matches: Iterable[re.Match[str]], blocks: Iterable[Fence]) -> Iterator[re.Match[str]]:
+    """The ``matches`` (in ascending order of start) that start outside every block of ``blocks`` (in order)."""
+    pending = iter(blocks)
+    block = next(pending, None)
+    for item in matches:
+        pos = item.start()
+        while block is not None and block.end <= pos:
+            block = next(pending, None)
+        if block is not None and block.start <= pos:
             continue
         yield item
 
@@ -60,10 +57,7 @@ def outside(items: Iterable[T], starts: Iterable[int], blocks: list[Fence]) -> I
 def unwrap_whole(text: str) -> str:
     """The content of the one fenced block that makes up all of ``text`` (a reply the model wrapped in a fence,
     whole); else ``text`` itself."""
-    blocks = fenced_blocks(text)
-    if len(blocks) != 1:
-        return text
-    block = blocks[0]
-    if text[:block.start].strip() or text[block.end:].strip():
+    block = next(fenced_blocks(text), None)
+    if block is None or text[:block.start].strip() or text[block.end:].strip():
         return text
     return text[block.content_start:block.content_end]

@@ -33,6 +33,8 @@ SCAN_FACTOR = 8
 SCAN_EXTRA = 65_536
 MAX_FAILED_DECODES = 2_000
 """Most failed strict decodes tried in one text before the search stops."""
+MAX_OBJECTS = 10_000
+"""Most objects yielded for one text (fenced and bare) before the search stops."""
 REPAIR_SCAN_CHARS = 262_144
 """Most characters the repair fallback scans for closing brackets in one text."""
 REPAIR_CHARS = 2 * json_limits.MAX_REPAIR_CHARS
@@ -80,6 +82,8 @@ def iter_json_objects(text: str, notes: set[str] | None = None) -> Iterator[Foun
     tag_ends = [m.end() for m in _TOOL_CALL_TAG.finditer(text)]
 
     def tagged(pos: int) -> bool:
+        if not tag_ends:
+            return False
         i = bisect.bisect_right(tag_ends, pos) - 1
         return i >= 0 and _SPACE.match(text, tag_ends[i]).end() >= pos
 
@@ -107,8 +111,9 @@ def iter_json_objects(text: str, notes: set[str] | None = None) -> Iterator[Foun
             seen[pos] = decoded[1]
             yield Found(decoded[0], pos, decoded[1], True, tagged(pos))
     pos = 0
+    count = len(seen)
     while True:
-        if budget <= 0 or failures >= MAX_FAILED_DECODES:
+        if budget <= 0 or failures >= MAX_FAILED_DECODES or count >= MAX_OBJECTS:
             notes.add(BOUNDED)
             return
         match = _OBJECT_START.search(text, pos)
@@ -122,8 +127,35 @@ def iter_json_objects(text: str, notes: set[str] | None = None) -> Iterator[Foun
         if decoded is None:
             pos = start + 1
             continue
+        count += 1
         yield Found(decoded[0], start, decoded[1], False, tagged(start))
         pos = decoded[1]
+
+
+class JsonObjects:
+    """The objects of :func:`iter_json_objects` for one text, decoded once and kept: iterate as often as needed
+    (each pass decodes only what earlier passes did not reach). ``notes`` as in :func:`iter_json_objects`."""
+
+    def __init__(self, text: str):
+        self.notes: set[str] = set()
+        self._source = iter_json_objects(text, self.notes)
+        self._cache: list[Found] = []
+        self._done = False
+
+    def __iter__(self) -> Iterator[Found]:
+        i = 0
+        while True:
+            if i < len(self._cache):
+                yield self._cache[i]
+                i += 1
+                continue
+            if self._done:
+                return
+            try:
+                self._cache.append(next(self._source))
+            except StopIteration:
+                self._done = True
+                return
 
 
 def repair_objects(text: str, notes: set[str] | None = None) -> Iterator[Found]:

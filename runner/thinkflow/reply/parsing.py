@@ -71,10 +71,10 @@ from thinkflow.reply.actions import (
     required_params,
     tool_from_input,
 )
-from thinkflow.reply.json_text import DEEP, iter_json_objects, repair_objects
+from thinkflow.reply.json_text import DEEP, JsonObjects, iter_json_objects, repair_objects  # noqa: F401 (re-export)
 from thinkflow.model.messages import ArgumentsError, ToolCall
 from thinkflow.model.json_limits import MAX_DEPTH
-from thinkflow.reply.react_text import labels_of, parse_react, strip_final_label
+from thinkflow.reply.react_text import iter_labels, parse_react, strip_final_label
 
 # --------------------------------------------------------------------------------------------------------------
 # Rule 1: normalising content
@@ -193,9 +193,10 @@ def parse_reply(
         )
 
     # Rule 4: the style's own format.
-    notes: set[str] = set()
+    objects = JsonObjects(body)
+    notes = objects.notes
     if style == "json":
-        action = _parse_json_action(body, style, tools, reasoning, notes)
+        action = _parse_json_action(body, objects, style, tools, reasoning)
         if action is not None:
             return action
     elif style == "react":
@@ -204,7 +205,7 @@ def parse_reply(
             return action
 
     # Rule 5: recovery of tool calls written as text, then ReAct labels.
-    recovered = _recover_text_calls(body, style, tools, reasoning, notes)
+    recovered = _recover_text_calls(objects, style, tools, reasoning)
     if recovered is not None:
         return recovered
     if style != "react":
@@ -230,7 +231,7 @@ def has_format_markers(body: str) -> bool:
     """True when ``body`` shows an attempt at an action format: a ReAct label outside fenced blocks, the start of a
     JSON object (``{"`` or ``{'``, anywhere), or a ``<tool_call>``/``<function`` tag. A reply without any is plain
     prose: the final answer in every style (rule 6)."""
-    return bool(_JSON_START.search(body) or _CALL_TAG.search(body) or labels_of(body))
+    return bool(_JSON_START.search(body) or _CALL_TAG.search(body) or next(iter_labels(body), None))
 
 
 def _final_from_input(value: Any, thought: str) -> FinalAnswer:
@@ -249,13 +250,12 @@ def _final_from_input(value: Any, thought: str) -> FinalAnswer:
     return FinalAnswer(str(value), thought=thought, data=value)
 
 
-def _parse_json_action(body: str, style: Style, tools: Mapping[str, Any], reasoning: str,
-                       notes: set[str]) -> Action | None:
+def _parse_json_action(body: str, objects: JsonObjects, style: Style, tools: Mapping[str, Any],
+                       reasoning: str) -> Action | None:
     names = list(tools)
-    found = next((f for f in iter_json_objects(body, notes) if isinstance(f.value, dict) and "action" in f.value),
-                 None)
+    found = next((f for f in objects if isinstance(f.value, dict) and "action" in f.value), None)
     if found is None:
-        found = next((f for f in repair_objects(body, notes) if "action" in f.value), None)
+        found = next((f for f in repair_objects(body, objects.notes) if "action" in f.value), None)
     if found is None:
         return None
     obj = found.value
@@ -280,12 +280,12 @@ def _parse_json_action(body: str, style: Style, tools: Mapping[str, Any], reason
     return tool_from_input(name, obj["action_input"], style, tools, thought, "json")
 
 
-def _recover_text_calls(body: str, style: Style, tools: Mapping[str, Any], reasoning: str,
-                        notes: set[str]) -> Action | None:
+def _recover_text_calls(objects: JsonObjects, style: Style, tools: Mapping[str, Any], reasoning: str
+                        ) -> Action | None:
     names = list(tools)
     calls: list[ToolCall] = []
     errors: dict[str, str] = {}
-    for found in iter_json_objects(body, notes):
+    for found in objects:
         shapes = _tool_call_shapes(found.value)
         if not shapes:
             continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from thinkflow.reply.actions import (
     NAME_STRIP,
@@ -36,26 +36,31 @@ from thinkflow.model.messages import ToolCall
 # Linear on any input: each part is one character class or a fixed word, never a repeated group (a pattern like
 # ``(?:[#*-]+[ \t]*)*`` backtracks exponentially on a long run of ``-``).
 LABEL = re.compile(
-    r"^[ \t>#*_`~-]*"
+    r"^[ \t>#*_`~-]*+"  # possessive: the label's first letter is not in the class, so giving back is useless
     r"(?P<label>thought|action[ \t_-]*input|action|observation|final[ \t_-]*answer)"
-    r"[ \t*_`]*[:：](?:[ \t]*[*_]{1,2}(?=[ \t]|$))?[ \t]*",
+    r"[ \t*_`]*+[:：](?:[ \t]*[*_]{1,2}(?=[ \t]|$))?[ \t]*",
     re.I | re.M,
 )
 
-def labels_of(body: str) -> list[tuple[re.Match[str], str]]:
-    """The ReAct labels of ``body`` that act, with their kinds: those outside fenced code blocks (a label inside a
-    fence is quoted text, an example or a template)."""
-    matches = list(LABEL.finditer(body))
-    blocks = fenced_blocks(body) if matches else []
-    kept = outside(matches, (m.start() for m in matches), blocks) if blocks else matches
-    return [(m, label_kind(m.group("label"))) for m in kept]
+
+_LABEL_KINDS = {"thought": "thought", "actioninput": "input", "action": "action", "observation": "observation",
+                "finalanswer": "final"}
+_LABEL_GAPS = str.maketrans("", "", " \t_-")
 
 
 def label_kind(label: str) -> str:
     """The kind of a :data:`LABEL` match's label: "thought", "input", "action", "observation" or "final"."""
-    folded = re.sub(r"[ \t_-]+", "", label.casefold())
-    return {"thought": "thought", "actioninput": "input", "action": "action", "observation": "observation",
-            "finalanswer": "final"}[folded]
+    return _LABEL_KINDS[label.casefold().translate(_LABEL_GAPS)]
+
+
+def iter_labels(body: str) -> Iterator[tuple[re.Match[str], str]]:
+    """The ReAct labels of ``body`` that act, in order, with their kinds: those outside fenced code blocks (a label
+    inside a fence is quoted text, an example or a template). Lazy: labels and fences are found as asked for."""
+    first = LABEL.search(body)
+    if first is None:
+        return
+    for match in outside(LABEL.finditer(body, first.start()), fenced_blocks(body)):
+        yield match, label_kind(match.group("label"))
 
 
 def parse_react(body: str, style: Style, tools: Mapping[str, Any], reasoning: str, *, known_only: bool) -> Action | None:
@@ -67,7 +72,13 @@ def parse_react(body: str, style: Style, tools: Mapping[str, Any], reasoning: st
     ``Final Answer:`` follows it."""
     names = list(tools)
     body = unwrap_whole(body)
-    labels = labels_of(body)
+    pending = iter_labels(body)
+    labels: list[tuple[re.Match[str], str]] = []
+    for label in pending:  # up to the first action or final answer, and the two labels after it
+        labels.append(label)
+        if label[1] in ("action", "final"):
+            labels += [item for _, item in zip(range(2), pending)]
+            break
     first_action = next((i for i, (_, k) in enumerate(labels) if k == "action"), None)
     first_final = next((i for i, (_, k) in enumerate(labels) if k == "final"), None)
     if first_action is None and first_final is None:
@@ -83,8 +94,9 @@ def parse_react(body: str, style: Style, tools: Mapping[str, Any], reasoning: st
         raw_name = next((ln for ln in section.splitlines() if ln.strip()), "")
         name = match_tool_name(raw_name, names) if raw_name.strip() else ""
         if name not in names and is_no_tool(raw_name):
-            if first_final is not None:  # "Action: None" then "Final Answer: ..."
-                return FinalAnswer(body[labels[first_final][0].end():].strip(), thought=thought)
+            final = next((m for m, kind in (*labels[first_action + 1:], *pending) if kind == "final"), None)
+            if final is not None:  # "Action: None" then "Final Answer: ..."
+                return FinalAnswer(body[final.end():].strip(), thought=thought)
             return no_tool_failure(style, names, raw_name.strip(), thought)
         if known_only and name not in names:
             return None
@@ -137,8 +149,8 @@ def _input_json(raw: str) -> str:
 
 
 # Anchored at the start (``match``, never a search), each part one character class: linear on any input.
-_FINAL_PREFIX = re.compile(r"[\s*_`]*final[ \t_-]*answer[ \t*_`]*[:：](?:[ \t]*[*_`]+(?=\s))?\s*", re.I)
-_THOUGHT_PREFIX = re.compile(r"[\s*_`]*thought[ \t*_`]*[:：](?:[ \t]*[*_`]+(?=\s))?\s*", re.I)
+_FINAL_PREFIX = re.compile(r"[\s*_`]*+final[ \t_-]*answer[ \t*_`]*+[:：](?:[ \t]*[*_`]+(?=\s))?\s*", re.I)
+_THOUGHT_PREFIX = re.compile(r"[\s*_`]*+thought[ \t*_`]*+[:：](?:[ \t]*[*_`]+(?=\s))?\s*", re.I)
 
 
 def strip_final_label(text: str) -> str:
@@ -154,7 +166,7 @@ def _strip_thought_label(text: str) -> str:
 
 def before_observation(text: str) -> str:
     """The reply up to an invented ``Observation:`` line (the model must not write its own observations)."""
-    for match, kind in labels_of(text):
+    for match, kind in iter_labels(text):
         if kind == "observation":
             return text[:match.start()].rstrip()
     return text

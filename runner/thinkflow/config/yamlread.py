@@ -122,11 +122,11 @@ class _Builder:
         self.count += 1
         if self.count > MAX_NODES:
             raise _TooBig()
-        if len(path) > MAX_DEPTH:
-            raise _TooDeep(node)
         self.marks.values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
         if isinstance(node, yaml.ScalarNode):
             return self.scalar(node, path)
+        if len(path) >= MAX_DEPTH:  # this mapping or sequence is level len(path) + 1
+            raise _TooDeep(node)
         if id(node) in self.active:
             self.issue(node.start_mark, path, "recursive alias: a node contains itself", "remove the alias")
             return None

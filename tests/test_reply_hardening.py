@@ -1,0 +1,448 @@
+"""Issue 13, "Model replies: linear time, bounded depth, never a traceback": one regression test per point, each
+asserting the exact outcome. Time is never asserted (bench/bench_fuzz.py measures it); the inputs are long enough
+that the old exponential or quadratic code would not finish, and ``timeout`` marks turn such a hang into a failure.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from scripted_servers import text, tool_calls
+from test_loop import go, make_spec
+
+from thinkflow.config import loader, yamlread
+from thinkflow.errors import SpecError
+from thinkflow.model import json_limits
+from thinkflow.model.messages import ArgumentsError, ToolCall, decode_arguments
+from thinkflow.model.replies import normalise_tool_calls
+from thinkflow.reply.actions import FinalAnswer, ParseFailure, ToolAction
+from thinkflow.reply.final_output import check_output
+from thinkflow.reply.json_text import BOUNDED, MAX_FAILED_DECODES, iter_json_objects
+from thinkflow.reply.parsing import parse_reply
+from thinkflow.reply.react_text import LABEL, before_observation, strip_final_label
+from thinkflow.run.malformed_streak import MalformedStreak
+
+SEARCH = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+NOW = {"type": "object", "properties": {}}
+TOOLS = {"search": SEARCH, "now": NOW}
+STYLES = ("native", "json", "react")
+DEEP_ERROR = "the reply holds JSON nested deeper than 100 levels"
+
+
+def parse(reply, style, calls=(), errors=None, tools=TOOLS):
+    return parse_reply(reply, calls, style=style, tools=tools, argument_errors=errors)
+
+
+def calls_of(action):
+    assert isinstance(action, ToolAction), action
+    return [(c.name, c.arguments) for c in action.calls]
+
+
+# ------------------------------------------------------------------------------ label patterns: linear time
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("char", list("-#*_`~>"))
+@pytest.mark.parametrize("style", STYLES)
+def test_long_punctuation_run_is_plain_prose_answer(char, style):
+    reply = char * 20_000 + "x"
+    assert parse(reply, style) == FinalAnswer(reply)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("char", list("-#*_>"))
+def test_label_after_long_run_of_decoration_still_acts(char):
+    action = parse(char * 20_000 + " Action: now", "react")
+    assert calls_of(action) == [("now", {})]
+    assert parse(char * 20_000 + " **Final Answer:** 42", "react") == FinalAnswer("42")
+
+
+@pytest.mark.timeout(60)
+def test_label_patterns_fail_fast_on_runs():
+    assert LABEL.search("-" * 200_000) is None
+    assert LABEL.search(("#" * 30 + "\n") * 10_000) is None
+    assert LABEL.search("Action" + " " * 100_000 + "x") is None
+    assert strip_final_label("*" * 100_000) == "*" * 100_000
+    assert strip_final_label("  **Final Answer:** done") == "done"
+
+
+@pytest.mark.timeout(60)
+def test_issue_shape_thought_with_rule_lines_then_action():
+    reply = "Thought: let me see\n" + "-" * 40 + "\n" + "#" * 40 + "\nAction: search\nAction Input: {\"query\": \"q\"}"
+    assert calls_of(parse(reply, "react")) == [("search", {"query": "q"})]
+
+
+# ------------------------------------------------------------------------------ JSON scanning: bounded
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("style", STYLES)
+def test_many_braces_with_prose_are_the_answer(style):
+    reply = ("see {this} and {that " * 10_000).strip()
+    assert parse(reply, style) == FinalAnswer(reply)
+    assert list(iter_json_objects(reply)) == []
+
+
+@pytest.mark.timeout(60)
+def test_action_after_much_brace_prose_is_found():
+    reply = "see {this} and {that " * 10_000 + '{"action": "now", "action_input": {}}'
+    assert calls_of(parse(reply, "json")) == [("now", {})]
+
+
+@pytest.mark.timeout(60)
+def test_failed_decodes_are_bounded_and_noted():
+    junk = '{"x" ' * (MAX_FAILED_DECODES + 10)
+    notes: set[str] = set()
+    found = list(iter_json_objects(junk + '{"action": "now"}', notes))
+    assert found == []
+    assert notes == {BOUNDED}
+    # below the bound, the object after the junk is still found
+    few = list(iter_json_objects('{"x" ' * 100 + '{"action": "now"}'))
+    assert [f.value for f in few] == [{"action": "now"}]
+
+
+def test_long_object_decodes_across_windows():
+    value = {"query": "x" * 50_000, "n": [1.5, True, None, "\\u00e9" * 10]}
+    encoded = json.dumps(value)
+    for pad in range(0, 300, 37):  # the object's end at every position relative to the decode windows
+        reply = " " * pad + encoded + " tail"
+        assert json_limits.raw_decode(reply, pad) == (value, pad + len(encoded))
+
+
+def test_number_at_window_edge_is_read_whole():
+    reply = "[" + " " * (json_limits.FIRST_WINDOW - 3) + "123456789]"
+    assert json_limits.raw_decode(reply) == ([123456789], len(reply))
+
+
+# ------------------------------------------------------------------------------ deep nesting: typed, no RecursionError
+
+
+@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("reply", [
+    '{"x": ' + "[" * 1000,
+    '{"x": ' + "[" * 1000 + "]" * 1000 + "}",
+    '{"a":' * 1000 + "1" + "}" * 1000,
+    '{"action": "search", "action_input": {"query": ' + "[" * 5000,
+], ids=["open-arrays", "closed-arrays", "closed-objects", "open-action"])
+def test_deep_reply_is_a_format_error(style, reply):
+    action = parse(reply, style)
+    assert isinstance(action, ParseFailure)
+    assert (action.kind, action.error) == ("format", DEEP_ERROR)
+    assert action.message.startswith(f"Your last reply could not be used: {DEEP_ERROR}\n")
+
+
+def test_deep_react_action_input_is_an_arguments_error():
+    action = parse('Action: search\nAction Input: {"query": ' + "[" * 2000, "react")
+    assert isinstance(action, ParseFailure)
+    assert action.kind == "arguments"
+    assert action.error == "arguments are JSON nested deeper than 100 levels; send them with less nesting"
+
+
+def test_depth_limit_is_exact():
+    assert decode_arguments('{"a": ' + "[" * 99 + "]" * 99 + "}") == {"a": json.loads("[" * 99 + "]" * 99)}
+    with pytest.raises(ArgumentsError, match="^arguments are JSON nested deeper than 100 levels"):
+        decode_arguments('{"a": ' + "[" * 100 + "]" * 100 + "}")
+
+
+@pytest.mark.parametrize("raw", [
+    '{"x": ' + "[" * 1000,
+    '{"x": ' + "[" * 1000 + "]" * 1000 + "}",
+    '"' + json.dumps({"x": json.loads("[" * 500 + "]" * 500)}).replace('"', '\\"') + '"',
+    "{'x': " + "[" * 500 + "]" * 500 + "}",
+], ids=["open", "closed", "double-encoded", "near-json"])
+def test_deep_native_arguments_are_an_arguments_error(raw):
+    with pytest.raises(ArgumentsError, match="^arguments are JSON nested deeper than 100 levels"):
+        decode_arguments(raw)
+    calls, errors = normalise_tool_calls([{"id": "c1", "function": {"name": "search", "arguments": raw}}])
+    assert calls[0].arguments == {}
+    assert errors["c1"].startswith("arguments are JSON nested deeper than 100 levels")
+
+
+@pytest.mark.parametrize("style", ["json", "react"])
+def test_deep_text_reply_through_the_loop(openai_server, tmp_path, style):
+    openai_server.push(text('{"action": "calculator", "action_input": ' + "[" * 3000), text("Final Answer: 4"))
+    result, _ = go(make_spec(openai_server, tmp_path, style=style), "2+2", tmp_path)
+    assert (result.status, result.answer, result.steps) == ("completed", "4", 2)
+    assert openai_server.requests[1]["messages"][-1]["content"].startswith(
+        f"Your last reply could not be used: {DEEP_ERROR}\n")
+
+
+def test_deep_final_answer_is_not_json_for_output_schema():
+    value, problem = check_output(FinalAnswer("[" * 5000 + "]" * 5000), {"type": "array"})
+    assert (value, problem) == (None, "the answer is not JSON")
+
+
+def test_deep_native_arguments_through_the_loop(openai_server, tmp_path):
+    # streamed: LiteLLM's non-streamed response conversion json.loads the arguments itself and lets RecursionError
+    # escape as "Invalid response object" (a model_error); streamed replies reach our decoder.
+    openai_server.push(tool_calls([("calculator", '{"expression": ' + "[" * 3000, "c1")]), text("gave up"))
+    result, events = go(make_spec(openai_server, tmp_path, stream=True), "x", tmp_path)
+    assert (result.status, result.answer) == ("completed", "gave up")
+    returned = [e for e in events if e.type == "tool_returned"]
+    assert [(e.status, e.observation.split(";")[0]) for e in returned] == [
+        ("invalid", "invalid arguments for tool 'calculator': arguments are JSON nested deeper than 100 levels")]
+
+
+@pytest.mark.parametrize("text_", [
+    "version: 1\nname: a\nx: " + "[" * 3000 + "]" * 3000 + "\n",
+    "version: 1\nname: a\nx: " + "{a: " * 500 + "1" + "}" * 500 + "\n",
+    "version: 1\nname: a\nprompt:\n" + "".join(" " * (i + 1) + "k:\n" for i in range(300)),
+    "x: " + "[" * 20_000,
+], ids=["flow-seq", "flow-map", "block", "open"])
+def test_deep_yaml_is_a_spec_error(tmp_path, text_):
+    path = tmp_path / "deep.yaml"
+    path.write_text(text_)
+    with pytest.raises(SpecError) as caught:
+        loader.load_agent(path)
+    # ours past 100 levels; libyaml's own past 1000 (its parser stops there before we see a node)
+    assert str(caught.value).endswith(("<root>: document is nested deeper than 100 levels (flatten it)",
+                                       "<root>: invalid YAML: exceeded maximum nesting depth"))
+    result = loader.validate_paths([path])
+    assert [str(i) for i in result.issues] == [str(caught.value)]
+
+
+def test_yaml_depth_limit_is_exact_and_named(tmp_path):
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("version: 1\nname: a\nx: " + "[" * 99 + "]" * 99 + "\n")
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("version: 1\nname: a\nx: " + "[" * 100 + "]" * 100 + "\n")
+    assert "unknown key 'x'" in str(pytest.raises(SpecError, loader.load_agent, ok).value)
+    message = str(pytest.raises(SpecError, loader.load_agent, deep).value)
+    assert message == f"{deep}:3:103: <root>: document is nested deeper than 100 levels (flatten it)"
+
+
+def test_deep_yaml_with_the_pure_python_composer(tmp_path, monkeypatch):
+    class PureLoader(yaml.SafeLoader):
+        pass
+
+    monkeypatch.setattr(yamlread, "MarkedLoader", PureLoader)
+    path = tmp_path / "deep.yaml"
+    path.write_text("x: " + "[" * 3000 + "]" * 3000 + "\n")
+    message = str(pytest.raises(SpecError, loader.load_agent, path).value)
+    assert message == f"{path}:1:1: <root>: document is nested deeper than 100 levels (flatten it)"
+
+
+# ------------------------------------------------------------------------------ Action: None
+
+
+NO_TOOL_REMINDER = "If you need no tool, give your final answer now, in this format:\n"
+
+
+@pytest.mark.parametrize("written, shown", [
+    ("None", "'None'"), ("none", "'none'"), ("N/A", "'N/A'"), ("**None**", "'**None**'"), ("", "nothing"),
+])
+def test_react_action_none_is_a_reminder_not_an_unknown_tool(written, shown):
+    action = parse(f"Thought: I know it.\nAction: {written}", "react")
+    assert isinstance(action, ParseFailure)
+    assert action.kind == "format"
+    assert action.error == f"the action names no tool ({shown}), so nothing was run"
+    assert action.message == (
+        f"Your last reply could not be used: the action names no tool ({shown}), so nothing was run.\n"
+        f"{NO_TOOL_REMINDER}Thought: <your reasoning>\nFinal Answer: <the answer>\n"
+        "If you do need a tool, call one of: search, now."
+    )
+    assert action.thought == "I know it."
+
+
+def test_react_action_none_then_final_answer_is_the_answer():
+    reply = "Thought: no tool needed\nAction: None\nAction Input: none\nFinal Answer: 42"
+    assert parse(reply, "react") == FinalAnswer("42", thought="no tool needed")
+
+
+@pytest.mark.parametrize("value, shown", [('"none"', "'none'"), ("null", "nothing"), ('""', "nothing"),
+                                          ('"N/A"', "'N/A'")])
+def test_json_action_none_is_a_reminder(value, shown):
+    action = parse('{"thought": "t", "action": ' + value + ', "action_input": {}}', "json")
+    assert isinstance(action, ParseFailure)
+    assert action.error == f"the action names no tool ({shown}), so nothing was run"
+    assert ('{"thought": "<your reasoning>", "action": "final_answer", "action_input": "<the answer>"}'
+            in action.message)
+
+
+def test_native_tool_call_named_none_is_a_reminder():
+    action = parse("", "native", calls=[ToolCall("c1", "None", {})])
+    assert isinstance(action, ParseFailure)
+    assert action.error == "the action names no tool ('None'), so nothing was run"
+    assert f"{NO_TOOL_REMINDER}reply with the answer as plain text, without calling a tool\n" in action.message
+    mixed = parse("", "native", calls=[ToolCall("c1", "now", {}), ToolCall("c2", "none", {})])
+    assert calls_of(mixed) == [("now", {}), ("none", {})]
+    assert mixed.errors == {"c2": "this call names no tool, so nothing was run"}
+
+
+@pytest.mark.parametrize("style", ["native", "json"])
+def test_action_none_label_in_other_styles_is_a_reminder(style):
+    action = parse("Thought: done\nAction: N/A", style)
+    assert isinstance(action, ParseFailure)
+    assert action.error == "the action names no tool ('N/A'), so nothing was run"
+
+
+def test_a_tool_really_named_none_is_called():
+    assert calls_of(parse("Action: none", "react", tools={"none": NOW})) == [("none", {})]
+
+
+def test_action_none_through_the_loop(openai_server, tmp_path):
+    openai_server.push(text("Thought: easy\nAction: None"), text("Final Answer: 4"))
+    result, _ = go(make_spec(openai_server, tmp_path, style="react"), "2+2", tmp_path)
+    assert (result.status, result.answer, result.steps) == ("completed", "4", 2)
+    reminder = openai_server.requests[1]["messages"][-1]["content"]
+    assert reminder.startswith("Your last reply could not be used: the action names no tool ('None'), so nothing "
+                               "was run.\nIf you need no tool, give your final answer now")
+
+
+# ------------------------------------------------------------------------------ truncated native arguments
+
+
+@pytest.mark.parametrize("raw, where", [
+    ('{"query": "cats and', "Unterminated string starting at line 1 column 11"),
+    ('{"query": "cats"', "Expecting ',' delimiter at line 1 column 17"),
+    ('{"query": "cats", "limit": [1, 2', "Expecting ',' delimiter at line 1 column 33"),
+    ('{"query": "a \\', "Unterminated string starting at line 1 column 11"),
+    ("{'query': 'cats", "Expecting property name enclosed in double quotes at line 1 column 2"),
+    ('{"query": tru', "Expecting value at line 1 column 11"),
+])
+def test_truncated_arguments_ask_for_the_complete_call(raw, where, monkeypatch):
+    import json_repair
+
+    def no_repair(*args, **kwargs):
+        raise AssertionError("a cut-off call must not be repaired")
+
+    monkeypatch.setattr(json_repair, "loads", no_repair)
+    with pytest.raises(ArgumentsError) as caught:
+        decode_arguments(raw)
+    assert str(caught.value) == f"arguments are truncated JSON: {where}; the call was cut off, send the complete call"
+
+
+def test_long_truncated_arguments_are_truncated_not_repaired():
+    raw = "{'query': '" + "x" * (json_limits.MAX_REPAIR_CHARS + 10)
+    with pytest.raises(ArgumentsError, match="^arguments are truncated JSON: .*send the complete call$"):
+        decode_arguments(raw)
+
+
+def test_complete_near_json_is_still_repaired():
+    assert decode_arguments("{'query': 'cats', 'limit': 3,}") == {"query": "cats", "limit": 3}
+
+
+def test_truncated_native_call_is_not_run(openai_server, tmp_path):
+    openai_server.push(tool_calls([("calculator", '{"expression": "17*', "c1")]), text("sorry"))
+    result, events = go(make_spec(openai_server, tmp_path), "x", tmp_path)
+    assert (result.status, result.answer, result.tool_calls) == ("completed", "sorry", 0)
+    returned = [(e.status, e.observation) for e in events if e.type == "tool_returned"]
+    assert returned == [("invalid", "invalid arguments for tool 'calculator': arguments are truncated JSON: "
+                         "Unterminated string starting at line 1 column 16; the call was cut off, send the complete "
+                         "call. Expected a JSON object with: expression (string, required).")]
+    assert openai_server.requests[1]["messages"][-1]["content"] == returned[0][1]
+
+
+# ------------------------------------------------------------------------------ labels inside fences are quoted
+
+
+def test_react_label_in_fence_is_quoted_text():
+    reply = ("The format is:\n```\nAction: search\nAction Input: {\"query\": \"x\"}\n```\n"
+             "Thought: I know it already\nFinal Answer: 42")
+    assert parse(reply, "react") == FinalAnswer("42", thought=reply.split("Final Answer:")[0].strip())
+
+
+def test_react_prose_with_fenced_example_only_is_the_answer():
+    reply = "To search, a model writes:\n~~~\nAction: search\nAction Input: {}\n~~~\nThat is all."
+    assert parse(reply, "react") == FinalAnswer(reply)
+
+
+def test_react_action_after_fenced_example_acts():
+    reply = "Example:\n```text\nAction: now\n```\nAction: search\nAction Input: {\"query\": \"real\"}"
+    assert calls_of(parse(reply, "react")) == [("search", {"query": "real"})]
+
+
+def test_unclosed_fence_quotes_to_the_end():
+    reply = "Here:\n```\nAction: now\n"
+    assert parse(reply, "react") == FinalAnswer(reply.strip())
+
+
+def test_longer_fence_closes_only_with_a_fence_as_long():
+    reply = "````\n```\nAction: now\n```\n````\nAction: search\nAction Input: {\"query\": \"q\"}"
+    assert calls_of(parse(reply, "react")) == [("search", {"query": "q"})]
+
+
+def test_whole_reply_in_one_fence_is_read():
+    reply = "```\nThought: t\nAction: search\nAction Input: {\"query\": \"q\"}\n```"
+    assert calls_of(parse(reply, "react")) == [("search", {"query": "q"})]
+    assert parse("```\nFinal Answer: 42\n```", "react") == FinalAnswer("42")
+
+
+def test_fenced_json_action_stays_an_action():
+    reply = 'I will search:\n```json\n{"action": "search", "action_input": {"query": "q"}}\n```'
+    assert calls_of(parse(reply, "json")) == [("search", {"query": "q"})]
+
+
+def test_observation_in_fence_is_not_cut():
+    reply = "Action: now\n```\nObservation: quoted\n```\nObservation: invented"
+    assert before_observation(reply) == "Action: now\n```\nObservation: quoted\n```"
+
+
+# ------------------------------------------------------------------------------ plain prose; repeated malformed replies
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_plain_prose_is_the_final_answer_in_every_style(style):
+    assert parse("The answer is 4.", style) == FinalAnswer("The answer is 4.")
+    assert parse("<think>easy</think>The answer is 4.", style) == FinalAnswer("The answer is 4.", thought="easy")
+
+
+@pytest.mark.parametrize("style, reply, error", [
+    ("react", "Thought: still thinking", "no 'Action:' or 'Final Answer:' line was found"),
+    ("react", 'I call {"name": "nope"}', "no 'Action:' or 'Final Answer:' line was found"),
+    ("json", 'Here: {"thought": "x"}', 'no JSON object with an "action" key was found'),
+    ("json", "<tool_call>oops</tool_call>", 'no JSON object with an "action" key was found'),
+])
+def test_replies_with_format_markers_stay_format_errors(style, reply, error):
+    action = parse(reply, style)
+    assert isinstance(action, ParseFailure)
+    assert (action.kind, action.error) == ("format", error)
+
+
+@pytest.mark.parametrize("style", ["json", "react"])
+def test_plain_prose_completes_a_run_in_one_step(openai_server, tmp_path, style):
+    openai_server.push(text("It is 4."))
+    result, _ = go(make_spec(openai_server, tmp_path, style=style), "2+2", tmp_path)
+    assert (result.status, result.answer, result.steps) == ("completed", "It is 4.", 1)
+
+
+def test_identical_malformed_replies_end_the_run(openai_server, tmp_path):
+    openai_server.push(*[text("Thought: hmm") for _ in range(3)], text("Final Answer: never read"))
+    result, events = go(make_spec(openai_server, tmp_path, style="react", max_steps=10), "x", tmp_path)
+    assert (result.status, result.steps) == ("loop_detected", 3)
+    assert result.error == ("the model sent the same malformed reply 3 times in a row (last error: no 'Action:' or "
+                            "'Final Answer:' line was found)")
+    assert openai_server.remaining == 1
+
+
+def test_identical_truncated_calls_end_the_run(openai_server, tmp_path):
+    openai_server.push(*[tool_calls([("calculator", '{"expression": "1+', "c1")]) for _ in range(3)], text("x"))
+    result, _ = go(make_spec(openai_server, tmp_path, max_steps=10), "x", tmp_path)
+    assert (result.status, result.steps, result.tool_calls) == ("loop_detected", 3, 0)
+    assert result.error.startswith("the model sent the same malformed reply 3 times in a row (last error: "
+                                   "arguments are truncated JSON")
+
+
+def test_different_malformed_replies_do_not_end_the_run(openai_server, tmp_path):
+    openai_server.push(text("Thought: a"), text("Thought: a"), text("Thought: b"), text("Thought: a"),
+                       text("Final Answer: 1"))
+    result, _ = go(make_spec(openai_server, tmp_path, style="react", max_steps=10), "x", tmp_path)
+    assert (result.status, result.answer, result.steps) == ("completed", "1", 5)
+
+
+def test_malformed_streak_counts_identical_replies_per_style():
+    class Reply:
+        def __init__(self, text, calls=(), errors=None):
+            self.text, self.tool_calls, self.argument_errors = text, list(calls), errors or {}
+
+    streak = MalformedStreak(limit=3)
+    assert [streak.add("react", Reply("a")) for _ in range(2)] == [False, False]
+    assert streak.add("json", Reply("a")) is False  # another style: a new prompt, a new streak
+    assert [streak.add("json", Reply("a")) for _ in range(2)] == [False, True]
+    streak.reset()
+    assert streak.count == 0
+    call = ToolCall("c", "now", {"a": 1})
+    assert [streak.add("native", Reply("", [call], {"c": "e"})) for _ in range(3)] == [False, False, True]
+    assert streak.add("native", Reply("", [ToolCall("c", "now", {"a": 2})], {"c": "e"})) is False

@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 TASK   ?= Which product has the highest total sales? Chart sales by product.
 
-.PHONY: setup run test bench lock clean
+.PHONY: setup run test bench fuzz lock clean
 
 $(BIN)/thinkflow: requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ test: setup
 
 bench: setup
 	$(BIN)/python bench/run.py
+
+# 1 MB adversarial replies timed, then the property tests with a large example budget (FUZZ_EXAMPLES each).
+FUZZ_EXAMPLES ?= 3000
+fuzz: setup
+	$(BIN)/python bench/bench_fuzz.py --examples $(FUZZ_EXAMPLES) $(FUZZ_ARGS)
 
 # Regenerate the lock after changing dependencies in pyproject.toml.
 lock:

@@ -1,0 +1,245 @@
+"""Property tests (hypothesis) for issue 13: the reply parser, the argument decoder, the config loader and
+``validate`` take any input -- random text, mutations of valid replies and configs, long runs, deep nesting --
+and answer with an action or ThinkFlow's typed errors, never anything else.
+
+The example budget is small and fixed for CI (``THINKFLOW_FUZZ_EXAMPLES``, default 150 per test);
+``bench/bench_fuzz.py`` (``make fuzz``) runs the same tests with thousands of examples and times 1 MB replies.
+No test here asserts time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from thinkflow.cli import main
+from thinkflow.config import loader
+from thinkflow.errors import ThinkFlowError
+from thinkflow.model import json_limits
+from thinkflow.model.messages import ArgumentsError, ToolCall, decode_arguments
+from thinkflow.model.replies import normalise_tool_calls
+from thinkflow.reply.actions import FinalAnswer, ParseFailure, ToolAction
+from thinkflow.reply.parsing import parse_reply
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = int(os.environ.get("THINKFLOW_FUZZ_EXAMPLES", "150"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 150,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+SEARCH = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+TOOLS = {"search": SEARCH, "now": {"type": "object", "properties": {}}, "none": None}
+# a regression to backtracking or quadratic code hangs rather than fails: the timeout turns that into a failure
+pytestmark = pytest.mark.timeout(max(600, EXAMPLES // 2))
+STYLES = st.sampled_from(["native", "json", "react"])
+
+TOKENS = [
+    "Thought:", "Action:", "Action Input:", "Observation:", "Final Answer:", "**Action:**", "action_input:",
+    "```", "~~~", "```json", "````", "<tool_call>", "</tool_call>", "<think>", "</think>", "<function=",
+    "{", "}", "[", "]", '"', "'", ":", "：", ",", "\n", "\r\n", "\t", " ", "\\", "\\u12", "None", "N/A", "",
+    "search", "now", "none", "final_answer", '"action"', '"action_input"', '"name"', '"arguments"', '"thought"',
+    '"tool_calls"', '"function"', "**", "__", "null", "true", "1e999", "-1.5", "NaN", "-", "#", ">", "*", "_", "`",
+    "~", "é", "\x00", "\ud7ff", "😀",
+]
+VALID = [
+    'Thought: t\nAction: search\nAction Input: {"query": "q"}',
+    "Thought: done\nFinal Answer: 42",
+    '{"thought": "t", "action": "search", "action_input": {"query": "q"}}',
+    '```json\n{"action": "final_answer", "action_input": {"answer": "yes"}}\n```',
+    '<tool_call>{"name": "search", "arguments": {"query": "q"}}</tool_call>',
+    '{"tool_calls": [{"function": {"name": "now", "arguments": "{}"}}]}',
+    "{'action': 'search', 'action_input': {'query': 'q',},}",
+    "Action: None\nFinal Answer: 1",
+    "Example:\n```\nAction: now\n```\nAction: search\nAction Input: {\"query\": \"x\"}",
+    "The answer is 4.",
+]
+RUN_CHARS = list("-#*_`~>{}[\"' \n:")
+
+token_text = st.lists(st.one_of(st.sampled_from(TOKENS), st.text(max_size=6)), max_size=60).map("".join)
+
+
+@st.composite
+def mutated(draw, corpus=VALID):
+    """A valid text with a few random edits: delete, insert, duplicate or replace a slice."""
+    text = draw(st.sampled_from(corpus))
+    for _ in range(draw(st.integers(1, 4))):
+        i = draw(st.integers(0, len(text)))
+        j = draw(st.integers(i, min(len(text), i + 12)))
+        op = draw(st.sampled_from(["delete", "insert", "duplicate", "replace"]))
+        piece = draw(st.one_of(st.sampled_from(TOKENS), st.text(max_size=4)))
+        if op == "delete":
+            text = text[:i] + text[j:]
+        elif op == "insert":
+            text = text[:i] + piece + text[i:]
+        elif op == "duplicate":
+            text = text[:j] + text[i:j] * draw(st.integers(1, 30)) + text[j:]
+        else:
+            text = text[:i] + piece + text[j:]
+    return text
+
+
+@st.composite
+def long_runs(draw):
+    """A run of one hostile character (hundreds to thousands long) around or inside a valid reply."""
+    run = draw(st.sampled_from(RUN_CHARS)) * draw(st.integers(26, 5000))
+    valid = draw(st.sampled_from(VALID))
+    where = draw(st.sampled_from(["before", "after", "inside", "alone", "lines"]))
+    if where == "before":
+        return run + valid
+    if where == "after":
+        return valid + run
+    if where == "inside":
+        cut = draw(st.integers(0, len(valid)))
+        return valid[:cut] + run + valid[cut:]
+    if where == "lines":
+        return (run[:40] + "\n") * draw(st.integers(1, 200)) + valid
+    return run
+
+
+@st.composite
+def deep(draw):
+    """JSON-like text nested hundreds to thousands of levels, closed or not, bare, in an action or a label."""
+    opener, closer = draw(st.sampled_from([("[", "]"), ('{"a":', "}"), ("{'a':", "}"), ('[{"b":', "}]"),
+                                           ("{", "}")]))
+    depth = draw(st.integers(90, 2500))
+    body = opener * depth
+    if draw(st.booleans()):
+        body += "1" + closer * depth
+    frame = draw(st.sampled_from([
+        "{}", '{{"action": "search", "action_input": {{"query": {}}}}}', "Action: search\nAction Input: {}",
+        "```json\n{}\n```", "<tool_call>{}</tool_call>", "Final Answer: {}"]))
+    return frame.replace("{}", body, 1) if frame != "{}" else body
+
+
+any_reply = st.one_of(token_text, mutated(), long_runs(), deep(), st.text(max_size=300))
+
+
+def check(action) -> None:
+    """What every action must satisfy, whatever the input."""
+    assert isinstance(action, (ToolAction, FinalAnswer, ParseFailure))
+    json.dumps(action.to_dict())  # the trace can always record it
+    if isinstance(action, ToolAction):
+        ids = [c.id for c in action.calls]
+        assert action.calls and len(set(ids)) == len(ids)
+        assert set(action.errors) <= set(ids)
+        for call in action.calls:
+            assert isinstance(call.name, str) and isinstance(call.arguments, dict)
+            assert not json_limits.too_deep(call.arguments)
+    elif isinstance(action, ParseFailure):
+        assert action.kind in ("empty", "format", "arguments")
+        assert action.message.startswith("Your last reply")
+    else:
+        assert isinstance(action.text, str)
+        assert not json_limits.too_deep(action.data)
+
+
+@FUZZ
+@given(reply=any_reply, style=STYLES)
+def test_parse_reply_never_raises(reply, style):
+    check(parse_reply(reply, style=style, tools=TOOLS))
+
+
+@FUZZ
+@given(raw=st.one_of(token_text, mutated(), deep(), st.text(max_size=200)), style=STYLES)
+def test_native_arguments_decode_or_are_reported(raw, style):
+    try:
+        value = decode_arguments(raw)
+    except ArgumentsError as error:
+        assert str(error).startswith("arguments ")
+    else:
+        assert isinstance(value, dict) and not json_limits.too_deep(value)
+    calls, errors = normalise_tool_calls([{"id": "c1", "function": {"name": "search", "arguments": raw}}])
+    action = parse_reply("", calls, style=style, tools=TOOLS, argument_errors=errors)
+    check(action)
+    assert isinstance(action, ToolAction) and set(action.errors) <= {"c1"}
+
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    max_leaves=10,
+)
+
+
+@FUZZ
+@given(args=st.dictionaries(st.text(max_size=6), json_values, min_size=1, max_size=4), data=st.data(),
+       ascii_only=st.booleans())
+def test_every_cut_off_argument_string_is_refused_as_truncated(args, data, ascii_only):
+    encoded = json.dumps(args, ensure_ascii=ascii_only)
+    cut = data.draw(st.integers(1, len(encoded) - 1))
+    prefix = encoded[:cut]
+    with pytest.raises(ArgumentsError) as caught:
+        decode_arguments(prefix)
+    assert str(caught.value).startswith("arguments are truncated JSON: ")
+    assert str(caught.value).endswith("; the call was cut off, send the complete call")
+    assert decode_arguments(encoded) == json.loads(encoded)
+
+
+@FUZZ
+@given(reply=any_reply, style=STYLES, names=st.lists(st.sampled_from(TOKENS + ["None", "search"]), max_size=3))
+def test_parse_reply_with_native_calls_never_raises(reply, style, names):
+    calls = [ToolCall(f"c{i}", name, {}) for i, name in enumerate(names)]
+    check(parse_reply(reply, calls, style=style, tools=TOOLS))
+
+
+# ------------------------------------------------------------------------------ the config loader and validate
+
+_tree = tempfile.TemporaryDirectory(prefix="thinkflow-fuzz-")
+TREE = Path(_tree.name)
+shutil.copytree(ROOT / "prompts", TREE / "prompts")
+shutil.copytree(ROOT / "tools.d", TREE / "tools.d")
+(TREE / "agents.d").mkdir()
+CONFIGS = [(ROOT / "agents.d" / name).read_text() for name in ("calculator_agent.yaml", "data_analyst.yaml",
+                                                                "assistant.yaml")]
+TOOL_CONFIGS = [(ROOT / "tools.d" / "run_command.yaml").read_text()]
+YAML_TOKENS = [": ", "- ", "{", "}", "[", "]", ",", "&a ", "*a", "<<: *a", "!!python/object ", "!x ", "|", ">",
+               "'", '"', "#", "\n", "\n  ", "\t", "${X}", "${", "version: 1", "name: x", "tools:", "loop:",
+               "style: react", "max_steps: -1", "yes", "no", "~", "null", "1e9", "0x1F", "---", "...", "? ", "%YAML",
+               "\ufeff", "\x00"]
+yaml_text = st.one_of(
+    st.lists(st.one_of(st.sampled_from(YAML_TOKENS), st.text(max_size=6)), max_size=50).map("".join),
+    mutated(CONFIGS),
+    mutated(TOOL_CONFIGS),
+    st.builds(lambda opener, n, closed: "x: " + opener * n + ("]" * n if closed and opener == "[" else ""),
+              st.sampled_from(["[", "{a: ", "- "]), st.integers(50, 1500), st.booleans()),
+    st.builds(lambda n: "version: 1\nname: a\n" + "".join(" " * (i + 1) + "k:\n" for i in range(n)),
+              st.integers(90, 400)),
+)
+
+
+@FUZZ
+@given(text=yaml_text, kind=st.sampled_from(["agents.d", "tools.d"]))
+def test_loader_and_validate_raise_only_typed_errors(text, kind):
+    path = TREE / kind / "fuzz.yaml"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    try:
+        if kind == "agents.d":
+            loader.load_agent(path, env={})
+        else:
+            loader.load_tools(path, env={})
+    except ThinkFlowError:
+        pass
+    result = loader.validate_paths([path], env={})
+    assert result.files == [path]
+    for issue in result.issues:
+        assert issue.file and isinstance(issue.message, str)
+    path.unlink()
+
+
+@settings(max_examples=max(EXAMPLES // 5, 20), deadline=None, derandomize=EXAMPLES <= 150,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(text=yaml_text)
+def test_validate_command_exits_with_a_status_never_a_traceback(text):
+    path = TREE / "agents.d" / "cli.yaml"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code in (0, 1, 2)
+    path.unlink()

@@ -6,7 +6,8 @@ near-JSON is repaired with ``json_repair`` only when asked, and never a cut-off 
 
 Bounded on any input: the decoder's work is linear in the span it reads, the failed attempts of one text read at
 most :data:`SCAN_FACTOR` times its length (plus :data:`SCAN_EXTRA`) and number at most :data:`MAX_FAILED_DECODES`;
-the repair fallback scans at most :data:`REPAIR_SCAN_CHARS` and repairs at most :data:`REPAIR_CHARS` characters.
+the repair fallback scans at most :data:`REPAIR_SCAN_CHARS` and repairs at most :data:`REPAIR_CHARS` characters
+in at most :data:`MAX_REPAIRS` calls.
 Past a bound the search stops (an object further on is not seen); a value nested deeper than
 :data:`~thinkflow.model.json_limits.MAX_DEPTH` is skipped. Either is noted for the caller's error message.
 Pure functions, no I/O.
@@ -39,6 +40,8 @@ REPAIR_SCAN_CHARS = 262_144
 """Most characters the repair fallback scans for closing brackets in one text."""
 REPAIR_CHARS = 2 * json_limits.MAX_REPAIR_CHARS
 """Most characters handed to ``json_repair`` for one text."""
+MAX_REPAIRS = 100
+"""Most ``json_repair`` calls for one text."""
 
 DEEP = "deep"
 """Note: a JSON value nested deeper than MAX_DEPTH was skipped."""
@@ -80,12 +83,13 @@ def iter_json_objects(text: str, notes: set[str] | None = None) -> Iterator[Foun
     """
     notes = set() if notes is None else notes
     tag_ends = [m.end() for m in _TOOL_CALL_TAG.finditer(text)]
+    blank_ends = [_SPACE.match(text, end).end() for end in tag_ends]  # where the blank after each tag stops
 
     def tagged(pos: int) -> bool:
         if not tag_ends:
             return False
         i = bisect.bisect_right(tag_ends, pos) - 1
-        return i >= 0 and _SPACE.match(text, tag_ends[i]).end() >= pos
+        return i >= 0 and blank_ends[i] >= pos
 
     budget = SCAN_FACTOR * len(text) + SCAN_EXTRA
     failures = 0
@@ -165,7 +169,7 @@ def repair_objects(text: str, notes: set[str] | None = None) -> Iterator[Found]:
     :data:`~thinkflow.model.json_limits.MAX_DEPTH`. ``notes`` as in
     :func:`iter_json_objects`."""
     notes = set() if notes is None else notes
-    scan_left, repair_left = REPAIR_SCAN_CHARS, REPAIR_CHARS
+    scan_left, repair_left, repairs_left = REPAIR_SCAN_CHARS, REPAIR_CHARS, MAX_REPAIRS
     tried: set[int] = set()
 
     def starts() -> Iterator[int]:
@@ -179,7 +183,7 @@ def repair_objects(text: str, notes: set[str] | None = None) -> Iterator[Found]:
         if start in tried:
             continue
         tried.add(start)
-        if scan_left <= 0 or repair_left <= 0:
+        if scan_left <= 0 or repair_left <= 0 or repairs_left <= 0:
             notes.add(BOUNDED)
             return
         limit = min(scan_left, json_limits.MAX_REPAIR_CHARS)
@@ -188,6 +192,7 @@ def repair_objects(text: str, notes: set[str] | None = None) -> Iterator[Found]:
         if end is None or deepest > json_limits.MAX_DEPTH:
             continue  # cut off (or too long): a repair would invent the rest
         repair_left -= end - start
+        repairs_left -= 1
         value = _repair(text[start:end])
         if isinstance(value, list) and value and isinstance(value[0], dict):
             value = value[0]

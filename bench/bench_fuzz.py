@@ -107,6 +107,8 @@ def timed(fn: Callable[[], object], repeat: int) -> tuple[list[float], str]:
 
 
 def describe(result: object) -> str:
+    if isinstance(result, str):
+        return result
     kind = type(result).__name__
     detail = getattr(result, "error", None) or getattr(result, "text", None)
     if detail is None and hasattr(result, "calls"):
@@ -136,14 +138,13 @@ def time_replies(size: int, repeat: int, limit: float) -> bool:
         try:
             args = decode_arguments(raw)
         except ArgumentsError as error:
-            return parse_reply("", [ToolCall("c1", "search", {})], style="native", tools=TOOLS,
-                               argument_errors={"c1": str(error)})
+            action = parse_reply("", [ToolCall("c1", "search", {})], style="native", tools=TOOLS,
+                                 argument_errors={"c1": str(error)})
+            return f"call not run: {action.errors['c1'][:70]!r}"
         return args
 
     for name, raw in argument_shapes(size).items():
         times, outcome = timed(lambda: native(raw), repeat)
-        if hasattr(outcome, "errors"):
-            outcome = str(outcome)
         bad = outcome.startswith("RAISED") or max(times) > limit
         ok &= not bad
         print(f"| {name} | native call | {statistics.median(times):.3f} | {max(times):.3f} | "

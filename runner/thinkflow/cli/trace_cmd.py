@@ -23,11 +23,11 @@ def _show(path: Path, full: bool, as_json: bool, html: Path | None = None) -> No
     from rich.console import Console
 
     from thinkflow.errors import TraceError
-    from thinkflow.run.trace import read_trace
+    from thinkflow.run.trace import expand_requests, read_trace
     from thinkflow.cli.render import render_trace
 
-    try:
-        events = read_trace(path)
+    try:  # each model request with its messages as sent (the file holds each message once)
+        events = expand_requests(read_trace(path), str(path))
     except TraceError as error:
         raise click.ClickException(str(error)) from None
     if html is not None:

@@ -14,6 +14,8 @@ Safety:
   moment leaves either the old or the new file.
 - Writers hold a lock (``<name>.json.lock``, :mod:`filelock`), re-read the file inside it and append only their
   new turn (turns have unique ids), so two processes writing the same session never lose a turn.
+- Known secrets (the values given as ``secrets`` and the environment's credentials, see
+  :mod:`thinkflow.redaction`) are replaced by ``***`` in every turn before it is written.
 - A file that cannot be read as a session when it is opened is moved aside to ``<name>.corrupt-<timestamp>`` and
   reported as a warning; the session then starts empty.
 """
@@ -32,6 +34,7 @@ from typing import Any
 from thinkflow.atomic import atomic_write_bytes
 from thinkflow.errors import SessionError
 from thinkflow.model.messages import Message
+from thinkflow.redaction import Redactor
 
 DEFAULT_SESSION_ROOT = Path(".thinkflow") / "sessions"
 FORMAT_VERSION = 1
@@ -124,6 +127,8 @@ class Session:
         agent: the agent's name (the directory).
         name: the session's name (the file); letters, digits, '.', '_', '-'.
         root: the sessions directory (default ``.thinkflow/sessions`` under the current directory).
+        secrets: values to redact from every turn written (the agent's ``secrets``), besides the environment's
+            credentials.
     Raises:
         SessionError: the name is not a safe file name.
 
@@ -131,8 +136,10 @@ class Session:
     (a corrupt file moved aside).
     """
 
-    def __init__(self, agent: str, name: str, root: str | os.PathLike[str] | None = None):
+    def __init__(self, agent: str, name: str, root: str | os.PathLike[str] | None = None,
+                 secrets: tuple[str, ...] | list[str] = ()):
         self.agent = agent
+        self.secrets = tuple(secrets)
         self.name = check_name(name)
         self.root = Path(root) if root is not None else DEFAULT_SESSION_ROOT
         self.path = self.root / _file_stem(agent) / f"{self.name}.json"
@@ -211,7 +218,9 @@ class Session:
     # ------------------------------------------------------------------------------------------------- writing
     def append(self, turn: Turn) -> None:
         """Add ``turn`` to the session file: lock, re-read, append unless a turn with the same id is there, write
-        atomically. :attr:`turns` becomes the file's turns. Raises SessionError when the file cannot be written."""
+        atomically, with known secrets redacted. :attr:`turns` becomes the file's turns. Raises SessionError when the
+        file cannot be written."""
+        turn = Turn.from_dict(Redactor.for_run(self.secrets)(turn.to_dict()))
         with self._locked():
             turns, created = self._read()
             if all(t.id != turn.id for t in turns):

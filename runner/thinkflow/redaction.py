@@ -23,10 +23,11 @@ MIN_SECRET_LENGTH = 4
 MIN_ENV_SECRET_LENGTH = 8
 
 # the last part of a credential variable's name: ..._API_KEY, ..._APIKEY, ..._KEY, ..._TOKEN, ..._SECRET,
-# ..._PASSWORD, ..._PAT, ..._JWT, ..._CREDENTIALS (a trailing _2 or plural allowed); plus AWS's key id.
+# ..._PASSWORD, ..._PAT, ..._JWT, ..._CREDENTIALS (a trailing _2 or plural allowed), ...APIKEY (WATSONX_ZENAPIKEY);
+# plus AWS's key id.
 _CREDENTIAL_NAME = re.compile(
     r"(?:^|_)(?:API_?KEY|APIKEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PAT|JWT|CREDENTIALS?|ACCESS_KEY_ID"
-    r"|SECRET_ID)S?(?:_\d+)?$",
+    r"|SECRET_ID)S?(?:_\d+)?$|APIKEYS?(?:_\d+)?$",
     re.IGNORECASE,
 )
 

@@ -11,7 +11,9 @@ Safety:
 
 - Every write is atomic: a temporary file in the same directory, written as UTF-8 (whatever the locale), flushed
   and fsynced, then ``os.replace``-d over the old file, and the directory fsynced. A crash or ``kill -9`` at any
-  moment leaves either the old or the new file.
+  moment leaves either the old or the new file; the temporary file such a crash leaves is removed when the session
+  is next loaded (:func:`thinkflow.atomic.clean_stale_temp_files`).
+- Session files are private (mode 0600): they hold the whole conversation, tool output included.
 - Writers hold a lock (``<name>.json.lock``, :mod:`filelock`), re-read the file inside it and append only their
   new turn (turns have unique ids), so two processes writing the same session never lose a turn.
 - Known secrets (the values given as ``secrets`` and the environment's credentials, see
@@ -204,7 +206,10 @@ class Session:
     def load(self) -> list[Turn]:
         """Read the stored turns (under the lock). A corrupt file is moved aside with a warning in
         :attr:`warnings` and the session starts empty. Raises SessionError when the file cannot be read at all."""
+        from thinkflow.atomic import clean_stale_temp_files
+
         with self._locked():
+            clean_stale_temp_files(self.path.parent)
             self.turns, self.created = self._read()
         return self.turns
 
@@ -239,10 +244,10 @@ class Session:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) atomically (see :func:`thinkflow.atomic.atomic_write_bytes`).
+    """Replace ``path`` with ``text`` (UTF-8) atomically, mode 0600 (see :func:`thinkflow.atomic.atomic_write_bytes`).
     Raises SessionError on an OS error (the old file is kept)."""
     try:
-        atomic_write_bytes(path, text.encode("utf-8"))
+        atomic_write_bytes(path, text.encode("utf-8"), private=True)
     except OSError as error:
         raise SessionError(f"cannot write {path}: {error.strerror or error}") from error
 

@@ -3,7 +3,8 @@
 A trace lives at ``<trace_dir>/<run_id>.jsonl`` (default ``trace_dir``: ``.thinkflow/runs`` under the current
 directory). Each line is an event's ``to_dict()`` (see :mod:`thinkflow.run.events`) with every string -- values and
 keys, at any depth -- scrubbed of the run's secrets. Each line is flushed as it is written (fsynced at close), so a crash
-keeps every finished step; a reader skips a last line cut off mid-write.
+keeps every finished step; a reader skips a last line cut off mid-write. Trace files are private (mode 0600): they
+hold the whole conversation and every observation, as session files do.
 
 A trace stays linear in the run's length: a ``model_request`` line does not repeat the conversation. Every message
 is written once, the first time a request holds it, and numbered in the order of the file (0, 1, 2, ...); a request
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from thinkflow.atomic import clean_stale_temp_files
 from thinkflow.errors import TraceError
 from thinkflow.redaction import Redactor
 
@@ -137,7 +139,10 @@ class TraceWriter:
         self._requests = _RequestLog()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8", newline="\n")
+            clean_stale_temp_files(self.path.parent)
+            # private (0600), like sessions: a trace holds the whole conversation and every observation
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o600)
+            self._file = open(fd, "a", encoding="utf-8", newline="\n")
         except OSError as error:
             raise TraceError(f"cannot write the trace {self.path}: {error}") from error
 

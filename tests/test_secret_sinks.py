@@ -206,3 +206,15 @@ def test_safe_cut_holds_back_only_a_possible_secret_start():
     assert _safe_cut("hello sk-ab", ["sk-abcdef"]) == 6
     assert _safe_cut("hello world", ["sk-abcdef"]) == 11
     assert _safe_cut("hello s", ["sk-abcdef"]) == 6
+
+
+def test_trace_show_hides_a_key_the_environment_holds_now(tmp_path, monkeypatch):
+    from thinkflow.run.trace import TraceWriter
+
+    with TraceWriter(tmp_path / "old.jsonl") as w:  # written when the key was not known
+        w.write(ev.ToolReturned(step=1, name="read_file", status="ok", observation=f"KEY={PROVIDER_KEY}"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", PROVIDER_KEY)
+    for args in (["--full"], ["--json"]):
+        shown = CliRunner().invoke(main, ["trace", "show", str(tmp_path / "old.jsonl"), *args])
+        assert shown.exit_code == 0
+        assert PROVIDER_KEY not in shown.output and "KEY=***" in shown.output

@@ -26,10 +26,15 @@ def _show(path: Path, full: bool, as_json: bool, html: Path | None = None) -> No
     from thinkflow.run.trace import expand_requests, read_trace
     from thinkflow.cli.render import render_trace
 
+    from thinkflow.redaction import Redactor
+
     try:  # each model request with its messages as sent (the file holds each message once)
         events = expand_requests(read_trace(path), str(path))
     except TraceError as error:
         raise click.ClickException(str(error)) from None
+    redact = Redactor.for_run()  # traces are redacted when written; this also hides keys set in the environment since
+    if redact.secrets:
+        events = [redact(e) for e in events]
     if html is not None:
         from thinkflow.atomic import atomic_write_bytes
         from thinkflow.run.report import render_report

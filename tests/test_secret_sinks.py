@@ -43,6 +43,9 @@ class FakeEmbedder:
             out.append([v / norm for v in vec])
         return out
 
+    def embed_query(self, text):
+        return self.embed([text])
+
 
 @pytest.fixture
 def project(tmp_path, monkeypatch, openai_server):

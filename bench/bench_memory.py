@@ -2,9 +2,9 @@
 
 Usage (from the repository root)::
 
-    .venv/bin/python bench/bench_memory.py                 # sizes 1,000 / 10,000 / 100,000 (100k: tens of minutes on 2 cores)
-    .venv/bin/python bench/bench_memory.py --sizes 1000,10000
-    .venv/bin/python bench/bench_memory.py --tiny          # smoke run: a few seconds after the model loads
+    .venv-test/bin/python bench/bench_memory.py                 # sizes 1,000 / 10,000 / 100,000 (100k: tens of minutes on 2 cores)
+    .venv-test/bin/python bench/bench_memory.py --sizes 1000,10000
+    .venv-test/bin/python bench/bench_memory.py --tiny          # smoke run: a few seconds after the model loads
 
 What is measured (all offline, real ChromaDB in a temporary directory, the packaged all-MiniLM-L6-v2 on CPU):
 

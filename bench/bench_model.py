@@ -12,9 +12,9 @@
 
 Usage::
 
-    .venv/bin/python bench/bench_model.py            # full: 200 overhead calls + the embedded model
-    .venv/bin/python bench/bench_model.py --tiny     # smoke: 20 overhead calls, no real model
-    .venv/bin/python bench/bench_model.py --tiny --with-model   # smoke size, but run the real model too
+    .venv-test/bin/python bench/bench_model.py            # full: 200 overhead calls + the embedded model
+    .venv-test/bin/python bench/bench_model.py --tiny     # smoke: 20 overhead calls, no real model
+    .venv-test/bin/python bench/bench_model.py --tiny --with-model   # smoke size, but run the real model too
 
 Prints a plain-text report on stdout (bench/run.py embeds it in RESULTS.md); ``--json PATH`` also writes the raw
 figures. Offline: the scripted server and the in-process llama.cpp server listen on 127.0.0.1 only.

@@ -11,9 +11,9 @@ Parts (each also runs alone; see its docstring):
 Usage::
 
     bash bench/setup_peers.sh                 # once: the peers' own venv (bench/.venv-peers)
-    .venv/bin/python bench/run.py             # everything except the embedded model -> bench/RESULTS.md
-    .venv/bin/python bench/run.py --with-model   # plus the embedded-model parts (slow: ~10 s per step)
-    .venv/bin/python bench/run.py --tiny --out /tmp/R.md   # smoke size (what tests/test_bench_smoke.py runs)
+    .venv-test/bin/python bench/run.py             # everything except the embedded model -> bench/RESULTS.md
+    .venv-test/bin/python bench/run.py --with-model   # plus the embedded-model parts (slow: ~10 s per step)
+    .venv-test/bin/python bench/run.py --tiny --out /tmp/R.md   # smoke size (what tests/test_bench_smoke.py runs)
 
 Other helpers' scripts run as subprocesses; their stdout goes into RESULTS.md verbatim. ``--only a,b`` picks parts.
 """
@@ -191,8 +191,8 @@ def render(results: dict[str, Any]) -> str:
     lines += ["## Reproduce", "", "```",
               "make setup                          # the project's .venv from requirements.lock",
               "bash bench/setup_peers.sh           # the peers in their own venv: bench/.venv-peers",
-              ".venv/bin/python bench/run.py       # everything but the embedded model -> bench/RESULTS.md",
-              ".venv/bin/python bench/run.py --only model,styles --merge   # + the embedded model (slow)",
+              ".venv-test/bin/python bench/run.py       # everything but the embedded model -> bench/RESULTS.md",
+              ".venv-test/bin/python bench/run.py --only model,styles --merge   # + the embedded model (slow)",
               "```", ""]
     return "\n".join(lines)
 

@@ -12,7 +12,7 @@ from thinkflow.agent import build
 from thinkflow.run.loop import run
 from thinkflow.run.session import Session
 from thinkflow.config.spec import AgentSpec, LoopSpec, ModelSpec, PromptSpec, ToolRef
-from thinkflow.run.trace import read_trace
+from thinkflow.run.trace import read_trace, rebuild_request
 
 API_KEY = "sk-test-key-0123456789"
 
@@ -76,7 +76,10 @@ def test_native_run_completes_in_three_steps_with_real_tool_output(openai_server
     trace = read_trace(result.trace_path)
     assert [e["type"] for e in trace] == types(events)
     assert trace[-1]["status"] == "completed"
-    assert trace[1]["messages"] == reqs[0]["messages"]
+    assert "messages" not in trace[1] and trace[1]["message_count"] == 2
+    for n, sent in enumerate(reqs):  # the trace holds each message once, yet rebuilds every request as sent
+        assert rebuild_request(trace, n)["messages"] == sent["messages"]
+        assert rebuild_request(trace, n)["tools"] == sent["tools"]
     assert trace[4]["observation"] == "391"
     assert trace[2]["usage"]["total_tokens"] == 15
 
@@ -433,7 +436,7 @@ def test_trace_redacts_secrets(openai_server, tmp_path):
     assert API_KEY not in raw
     events = read_trace(result.trace_path)
     assert events[0]["task"] == "my password is ***, key ***"
-    assert events[1]["messages"][1]["content"] == "my password is ***, key ***"
+    assert rebuild_request(events, 0)["messages"][1]["content"] == "my password is ***, key ***"
     assert events[2]["text"] == "I will not repeat *** or ***"
     # the run's own result (shown to the user) is not altered
     assert result.answer == f"I will not repeat {secret} or {API_KEY}"

@@ -256,3 +256,45 @@ def test_signature_types_pydantic_knows_keep_their_format_and_limits():
         {"when": "next tuesday", "where": "a", "window": {"start": "2026-12-01T10:00:00"}})
     assert bad_date.status == "invalid"
     assert bad_date.text.startswith("invalid arguments for tool 'book': argument 'when': Input should be a valid datetime")
+
+
+def test_an_entry_point_tool_reaches_the_model_with_its_docstring_or_tool_description(tmp_path, monkeypatch):
+    import importlib.metadata
+
+    from thinkflow.config import refs
+    from thinkflow.config.loader import load_agent
+
+    (tmp_path / "ep_tools_mod.py").write_text(textwrap.dedent('''
+        from thinkflow.tools import tool
+
+        def stock_level(sku: str) -> int:
+            """How many units of a product are in stock.
+
+            Args:
+                sku: The product's stock-keeping unit.
+            """
+            return 3
+
+        @tool(description="Convert an amount between currencies at today's rate.")
+        def convert(amount: float) -> float:
+            """Internal docstring the model must not see."""
+            return amount
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    eps = [importlib.metadata.EntryPoint(name="stock_level", value="ep_tools_mod:stock_level", group="thinkflow.tools"),
+           importlib.metadata.EntryPoint(name="fx", value="ep_tools_mod:convert", group="thinkflow.tools")]
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: eps if group == "thinkflow.tools" else [])
+    refs.entry_point_tools.cache_clear()
+    try:
+        agent = tmp_path / "a.yaml"
+        agent.write_text("version: 1\nname: shop\ntools: [stock_level, fx]\n", encoding="utf-8")
+        spec = load_agent(agent)
+        box = Toolbox.from_agent(spec)
+        described = {t["function"]["name"]: t["function"]["description"] for t in box.definitions()}
+        assert described == {"stock_level": "How many units of a product are in stock.",
+                             "fx": "Convert an amount between currencies at today's rate."}
+        assert box.definitions()[0]["function"]["parameters"]["properties"]["sku"]["description"] == (
+            "The product's stock-keeping unit.")
+    finally:
+        refs.entry_point_tools.cache_clear()
+        unregister("convert")

@@ -137,3 +137,108 @@ def test_trace_show_unknown_run_fails(tmp_path):
     result = CliRunner().invoke(main, ["trace", "show", "nope", "--trace-dir", str(tmp_path)])
     assert result.exit_code == 1
     assert "no run 'nope'" in result.output
+
+
+# ------------------------------------------------------------------------------------ requests, linear in size
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from thinkflow.run.trace import expand_requests, rebuild_request  # noqa: E402
+
+TOOLS = [{"type": "function", "function": {"name": "calculator", "description": "Evaluate arithmetic.",
+                                           "parameters": {"type": "object", "properties": {"e": {"type": "string"}}}}}]
+
+
+def _conversation_requests(steps: int) -> list[list[dict]]:
+    """The requests of a ``steps``-step run: system prompt, task, then per step a tool call and its result."""
+    messages = [{"role": "system", "content": "You are a careful analyst. " * 20},
+                {"role": "user", "content": "Add up the numbers."}]
+    out = []
+    for step in range(1, steps + 1):
+        out.append(list(messages))
+        messages.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"c{step}", "type": "function", "function": {"name": "calculator", "arguments": f'{{"e": "{step}+1"}}'}}]})
+        messages.append({"role": "tool", "tool_call_id": f"c{step}", "name": "calculator",
+                         "content": f"result {step + 1} " + "x" * 150})
+    return out
+
+
+def test_a_500_step_trace_grows_linearly_and_rebuilds_every_request(tmp_path):
+    requests = _conversation_requests(500)
+    path = tmp_path / "long.jsonl"
+    with TraceWriter(path) as w:
+        for step, messages in enumerate(requests, 1):
+            w.write(ev.ModelRequest(step=step, style="native", messages=messages, tools=TOOLS))
+            w.write(ev.ModelReplied(step=step, text="", usage={"total_tokens": 10}))
+    size = path.stat().st_size
+    unique = sum(len(json.dumps(m)) for m in requests[-1]) + len(json.dumps(requests[-1][-1])) * 2
+    full = sum(len(json.dumps(r)) for r in requests)  # what repeating every request would write: ~60 MB
+    assert full > 50_000_000
+    assert size < 2 * unique + 500 * 300  # each message once, plus a small line per request and reply
+    events = read_trace(path)
+    for n in (0, 1, 2, 250, 499):
+        rebuilt = rebuild_request(events, n)
+        assert rebuilt["messages"] == requests[n]
+        assert rebuilt["tools"] == TOOLS and rebuilt["step"] == n + 1
+    assert [e["message_count"] for e in events if e["type"] == "model_request"][:3] == [2, 4, 6]
+    with pytest.raises(TraceError, match="the trace has 500 model requests, no request 500"):
+        rebuild_request(events, 500)
+
+
+def test_trace_show_full_prints_the_messages_of_a_compact_trace(tmp_path):
+    requests = _conversation_requests(3)
+    with TraceWriter(tmp_path / "r.jsonl") as w:
+        w.write(ev.RunStarted(run_id="r", agent="a", task="t"))
+        for step, messages in enumerate(requests, 1):
+            w.write(ev.ModelRequest(step=step, style="native", messages=messages, tools=TOOLS))
+    out = CliRunner().invoke(main, ["trace", "show", str(tmp_path / "r.jsonl"), "--full"]).output
+    assert "step 3 · 6 messages sent" in out
+    assert out.count("Add up the numbers.") == 3
+    as_json = CliRunner().invoke(main, ["trace", "show", str(tmp_path / "r.jsonl"), "--json"]).output
+    assert [len(json.loads(line).get("messages", [])) for line in as_json.splitlines()] == [0, 2, 4, 6]
+
+
+_message = st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assistant", "tool"]),
+                                  "content": st.sampled_from(["a", "b", "c", "Observation: 5", "", "ü"])})
+
+
+@settings(max_examples=40, deadline=None)
+@given(script=st.lists(st.tuples(st.sampled_from(["append", "drop_oldest", "new_system", "same", "subagent"]),
+                                 st.lists(_message, max_size=3)), min_size=1, max_size=15))
+def test_any_sequence_of_requests_rebuilds_exactly(tmp_path_factory, script):
+    """Windows that drop messages, a system prompt that changes, repeated and duplicate messages, sub-agent
+    requests interleaved: every request comes back as written."""
+    path = tmp_path_factory.mktemp("prop") / "t.jsonl"
+    top = [{"role": "system", "content": "sys"}]
+    sub = [{"role": "system", "content": "helper"}]
+    sent_top, sent_sub = [], []
+    with TraceWriter(path) as w:
+        for action, new in script:
+            if action == "append":
+                top = top + new
+            elif action == "drop_oldest" and len(top) > 2:
+                top = top[:1] + top[2:] + new
+            elif action == "new_system":
+                top = [{"role": "system", "content": f"sys {len(sent_top)}"}] + top[1:]
+            if action == "subagent":
+                sub = sub + new
+                sent_sub.append(list(sub))
+                inner = ev.ModelRequest(step=len(sent_sub), style="json", messages=list(sub), tools=[])
+                w.write(ev.SubAgentEvent(agent="helper", event=inner.to_dict()))
+            else:
+                sent_top.append(list(top))
+                w.write(ev.ModelRequest(step=len(sent_top), style="native", messages=list(top),
+                                        tools=TOOLS if len(sent_top) % 2 else []))
+    events = read_trace(path)
+    assert [rebuild_request(events, n)["messages"] for n in range(len(sent_top))] == sent_top
+    nested = [e["event"]["messages"] for e in expand_requests(events) if e["type"] == "subagent_event"]
+    assert nested == sent_sub
+    assert [rebuild_request(events, n)["tools"] for n in range(len(sent_top))] == [
+        TOOLS if (n + 1) % 2 else [] for n in range(len(sent_top))]
+
+
+def test_a_trace_that_refers_to_a_missing_message_is_a_trace_error(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"type": "model_request", "step": 1, "parts": [[0, 3]], "tools_id": 0,
+                                "tools": []}) + "\n", encoding="utf-8")
+    with pytest.raises(TraceError, match="step 1 refers to messages 0..3, but only 0 were written before it"):
+        rebuild_request(read_trace(path), 0)

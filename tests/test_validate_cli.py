@@ -130,3 +130,50 @@ def test_python_entrypoint_modules_must_be_importable_and_names_unique(tmp_path,
         "or put it on sys.path, in the current directory or next to the tools.d folder)",
         "2 of 3 files invalid, 2 issues",
     ]
+
+
+def _secret_project(tmp_path: Path) -> None:
+    write(tmp_path / "agents.d" / "a.yaml",
+          "version: 1\nname: a\nmodel:\n  name: openai/gpt-4o-mini\n  api_key: ${TF_UNSET_KEY_FOR_TEST}\n"
+          "tools: [calculater]\n")
+    write(tmp_path / "agents.d" / "b.yaml",
+          "version: 1\nname: b\nmodel:\n  name: openai/gpt-4o-mini\n  api_key: ${TF_UNSET_KEY_FOR_TEST}\n")
+
+
+def test_an_unset_variable_is_an_error_unless_allowed(tmp_path, monkeypatch):
+    _secret_project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TF_UNSET_KEY_FOR_TEST", raising=False)
+    unset = ("model.api_key: environment variable 'TF_UNSET_KEY_FOR_TEST' is not set "
+             "(set TF_UNSET_KEY_FOR_TEST, or give a default: ${TF_UNSET_KEY_FOR_TEST:-value})")
+    strict = invoke("validate", "agents.d/b.yaml")
+    assert (strict.exit_code, strict.output.splitlines()) == (1, [
+        f"agents.d/b.yaml:5:12: {unset}", "1 of 1 file invalid, 1 issue"])
+    allowed = invoke("validate", "--allow-missing-env", "agents.d/b.yaml")
+    assert (allowed.exit_code, allowed.output.splitlines()) == (0, [
+        f"agents.d/b.yaml:5:12: {unset} [warning]", "1 file valid, 1 warning"])
+    # other issues stay errors; the warning is still shown beside them
+    both = invoke("validate", "--allow-missing-env", "agents.d")
+    assert (both.exit_code, both.output.splitlines()) == (1, [
+        f"agents.d/a.yaml:5:12: {unset} [warning]",
+        "agents.d/a.yaml:6:9: tools[0]: unknown tool 'calculater' (did you mean 'calculator'?)",
+        f"agents.d/b.yaml:5:12: {unset} [warning]",
+        "1 of 2 files invalid, 1 issue, 2 warnings"])
+
+
+def test_allow_missing_env_in_json_and_github_formats(tmp_path, monkeypatch):
+    _secret_project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TF_UNSET_KEY_FOR_TEST", raising=False)
+    report = json.loads(invoke("validate", "--allow-missing-env", "--format", "json", "agents.d/b.yaml").output)
+    assert report["valid"] is True and report["issues"] == [] and report["invalid_files"] == []
+    assert [(w["file"], w["path"], w["message"]) for w in report["warnings"]] == [
+        ("agents.d/b.yaml", "model.api_key", "environment variable 'TF_UNSET_KEY_FOR_TEST' is not set")]
+    github = invoke("validate", "--allow-missing-env", "--format", "github", "agents.d/b.yaml")
+    assert github.exit_code == 0
+    assert github.output.splitlines()[0] == (
+        "::warning file=agents.d/b.yaml,line=5,col=12::model.api_key: environment variable "
+        "'TF_UNSET_KEY_FOR_TEST' is not set (set TF_UNSET_KEY_FOR_TEST, or give a default: "
+        "${TF_UNSET_KEY_FOR_TEST:-value})")
+    monkeypatch.setenv("TF_UNSET_KEY_FOR_TEST", "sk-set-for-this-test")
+    assert invoke("validate", "--allow-missing-env", "agents.d/b.yaml").output == "1 file valid\n"

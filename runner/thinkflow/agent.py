@@ -60,7 +60,9 @@ class Agent:
 
 def agent_secrets(spec: AgentSpec, model: ModelSpec | None = None) -> tuple[str, ...]:
     """All secret values of an agent: its own, its tools', its model's API key (and a resolved model's key),
-    sub-agents' included."""
+    sub-agents' included, and the environment's credentials (:func:`thinkflow.redaction.environment_secrets`)."""
+    from thinkflow.redaction import environment_secrets
+
     values: list[str] = list(spec.secrets)
     for tool in spec.tool_specs.values():
         values.extend(tool.secrets)
@@ -69,6 +71,7 @@ def agent_secrets(spec: AgentSpec, model: ModelSpec | None = None) -> tuple[str,
             values.append(m.api_key)
     for sub in spec.agents:
         values.extend(agent_secrets(sub.spec))
+    values.extend(environment_secrets())
     return tuple(dict.fromkeys(v for v in values if v))
 
 
@@ -154,7 +157,7 @@ def build(
     long_term = None
     lt = spec.memory.long_term
     if lt is not None:
-        long_term = LongTermMemory.open(lt, base_dir=memory_dir)
+        long_term = LongTermMemory.open(lt, base_dir=memory_dir, secrets=agent_secrets(spec, resolved))
         if "user_facts" in lt.remember and "remember_fact" not in toolbox:
             toolbox.add(RememberFactTool(long_term, agent=spec.name))
     return Agent(

@@ -35,7 +35,9 @@ def _console(err: bool = False) -> Any:
 def _fail(message: str, code: int) -> None:
     from rich.markup import escape
 
-    _console(err=True).print(f"[red]error:[/red] {escape(message)}")
+    from thinkflow.redaction import Redactor
+
+    _console(err=True).print(f"[red]error:[/red] {escape(Redactor.for_run().text(message))}")
     raise SystemExit(code)
 
 
@@ -65,10 +67,11 @@ def open_agent_memory(agent_path: Path | None) -> Any:
         )
     if long_term.path is not None and not Path(long_term.path).is_absolute():
         long_term = replace(long_term, path=Path(agent_path).resolve().parent / long_term.path)
+    from thinkflow.agent import agent_secrets
     from thinkflow.memory.longterm import LongTermMemory
 
-    try:
-        return LongTermMemory.open(long_term)
+    try:  # the agent's secrets and the environment's credentials are redacted from all the store shows
+        return LongTermMemory.open(long_term, secrets=agent_secrets(spec))
     except MemoryStoreError as exc:
         _fail(str(exc), EXIT_STORE)
 

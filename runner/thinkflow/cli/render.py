@@ -2,11 +2,14 @@
 
 The live view writes to stderr (the answer alone goes to stdout): the model notice, per step the thought, each
 action with its arguments, each observation (shortened), timing and tokens, a spinner while the model thinks,
-warnings and style switches, and a closing summary line.
+warnings and style switches, and a closing summary line. Every text it shows passes the run's
+:class:`thinkflow.redaction.Redactor` first (streamed text too: the tail that could begin a secret is held back
+until the next piece shows whether it is one).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Iterable
 
@@ -15,6 +18,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from thinkflow.redaction import Redactor
 from thinkflow.text import clip
 
 OBSERVATION_CHARS = 400
@@ -102,12 +106,17 @@ class LiveView:
         console: where to draw (default: a stderr console).
         quiet: draw nothing (``--quiet``/``--json``).
         stream: streamed model text is printed as it arrives.
+        redactor: hides known secrets in everything shown (default: the environment's credentials); the run
+            command sets the agent's once it is built.
     """
 
-    def __init__(self, console: Console | None = None, *, quiet: bool = False, stream: bool = False):
+    def __init__(self, console: Console | None = None, *, quiet: bool = False, stream: bool = False,
+                 redactor: Redactor | None = None):
         self.console = console or Console(stderr=True)
         self.quiet = quiet
         self.stream = stream
+        self.redactor = redactor if redactor is not None else Redactor.for_run()
+        self._pending = ""  # streamed text not shown yet: it may end with the start of a secret
         self._status = None
         self._streaming = False
         self._step_started: dict[int, float] = {}
@@ -126,8 +135,27 @@ class LiveView:
 
     def _end_stream(self) -> None:
         if self._streaming:
+            self._show_stream(final=True)
             self.console.print()
             self._streaming = False
+
+    def _show_stream(self, *, final: bool = False) -> None:
+        """Print the pending streamed text, redacted, except a tail that is the beginning of a secret (unless
+        ``final``)."""
+        text = self.redactor.text(self._pending)
+        cut = len(text) if final else _safe_cut(text, self.redactor.secrets)
+        shown, self._pending = text[:cut], text[cut:]
+        if shown:
+            self.console.print(shown, end="", markup=False, highlight=False, soft_wrap=True)
+
+    def _redacted(self, event: Any) -> Any:
+        """A copy of ``event`` (a dataclass) with the secrets in its text fields replaced."""
+        if not self.redactor.secrets or not dataclasses.is_dataclass(event) or getattr(event, "type", "") in (
+                "model_request", "text_delta"):
+            return event
+        changes = {f.name: self.redactor(getattr(event, f.name)) for f in dataclasses.fields(event)
+                   if isinstance(getattr(event, f.name), (str, dict, list))}
+        return dataclasses.replace(event, **changes)
 
     def close(self) -> None:
         """Stop the spinner (call when the run ends or fails)."""
@@ -139,7 +167,7 @@ class LiveView:
         """A progress line (embedded model assembly and loading)."""
         if not self.quiet:
             self._stop_spin()
-            self.console.print(f"[dim]{escape(line)}[/]")
+            self.console.print(f"[dim]{escape(self.redactor.text(line))}[/]")
 
     def __call__(self, event: Any) -> None:
         if self.quiet:
@@ -147,7 +175,7 @@ class LiveView:
         kind = getattr(event, "type", "")
         handler = getattr(self, f"_on_{kind}", None)
         if handler is not None:
-            handler(event)
+            handler(self._redacted(event))
 
     def _on_run_started(self, e: Any) -> None:
         if e.notice:
@@ -164,7 +192,8 @@ class LiveView:
             return
         self._stop_spin()
         self._streaming = True
-        self.console.print(e.text, end="", markup=False, highlight=False, soft_wrap=True)
+        self._pending += e.text
+        self._show_stream()
 
     def _on_model_replied(self, e: Any) -> None:
         self._stop_spin()
@@ -243,6 +272,17 @@ class LiveView:
         self.console.print(line)
         if e.error and e.status != "completed":
             self.console.print(f"[{color}]{escape(e.error)}[/]")
+
+
+def _safe_cut(text: str, secrets: list[str]) -> int:
+    """Where ``text`` may be cut so that nothing after the cut could be the first part of a secret: the start of
+    its longest suffix that is a proper prefix of some secret, or ``len(text)`` when there is none."""
+    longest = max((len(s) for s in secrets), default=0)
+    for start in range(max(0, len(text) - longest + 1), len(text)):
+        tail = text[start:]
+        if any(s.startswith(tail) for s in secrets):
+            return start
+    return len(text)
 
 
 # ------------------------------------------------------------------------------------------------ trace show

@@ -60,16 +60,21 @@ def _parse_vars(values: tuple[str, ...]) -> dict[str, str]:
 
 
 class _Output:
-    """Where results and errors go: stdout for the answer (or JSON), stderr for everything else."""
+    """Where results and errors go: stdout for the answer (or JSON), stderr for everything else. ``redact`` hides
+    known secrets in all of it (the environment's credentials; the agent's too once it is built)."""
 
     def __init__(self, *, quiet: bool, as_json: bool):
         from rich.console import Console
 
+        from thinkflow.redaction import Redactor
+
         self.quiet = quiet
         self.as_json = as_json
         self.err = Console(stderr=True)
+        self.redact = Redactor.for_run()
 
     def fail(self, code: int, status: str, message: str, lines: list[str] | None = None) -> None:
+        message, lines = self.redact.text(message), [self.redact.text(line) for line in lines or []]
         if self.as_json:
             click.echo(json.dumps({"status": status, "error": message, "issues": lines or []}, ensure_ascii=False))
         else:
@@ -149,7 +154,7 @@ def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, str
             import time
 
             session_name = "chat-" + time.strftime("%Y%m%d-%H%M%S")
-        session = Session(spec.name, session_name)
+        session = Session(spec.name, session_name, secrets=agent.secrets)
     telemetry = _telemetry(spec, otel, out)
     try:
         if chat:
@@ -211,6 +216,9 @@ def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, promp
         out.fail(EXIT_CONFIG, "config_error", str(error))
     except ModelError as error:
         out.fail(EXIT_MODEL, "model_error", str(error))
+    from thinkflow.redaction import Redactor
+
+    out.redact = view.redactor = Redactor(agent.secrets)  # agent.secrets holds the environment's credentials too
     return spec, agent, view
 
 
@@ -238,9 +246,9 @@ def _run_once(agent: Any, task: str, session: Any, view: Any, out: _Output, *, t
         out.fail(EXIT_USAGE, "error", f"{error} (choose another directory with --trace-dir)")
     view.close()
     if out.as_json:
-        click.echo(json.dumps(result.to_dict(), ensure_ascii=False))
+        click.echo(json.dumps(out.redact(result.to_dict()), ensure_ascii=False))
     elif result.answer:
-        click.echo(result.answer)
+        click.echo(out.redact.text(result.answer))
     if session is not None and not out.quiet and not out.as_json:
         out.err.print(f"[dim]session: {session.name} · trace: {result.trace_path}[/]")
     elif not out.quiet and not out.as_json and result.trace_path:

@@ -29,7 +29,9 @@ def _console(stderr: bool = False) -> Any:
 def _fail(message: str, code: int = EXIT_USAGE) -> None:
     from rich.markup import escape
 
-    _console(stderr=True).print(f"[bold red]error:[/bold red] {escape(message)}")
+    from thinkflow.redaction import Redactor
+
+    _console(stderr=True).print(f"[bold red]error:[/bold red] {escape(Redactor.for_run().text(message))}")
     raise SystemExit(code)
 
 
@@ -221,7 +223,11 @@ def call_tool(name: str, args: tuple[str, ...], json_args: str | None, agent_pat
         close = closest(name, _standalone_specs(workspace or Path.cwd())[0])
         hint = f" (did you mean {close!r}?)" if close else ""
         _fail(f"no tool {name!r} in ./tools.d, the built-ins, registered tools or entry points{hint}")
+    from thinkflow.redaction import Redactor
+
     result = box.call(name, arguments)
+    redact = Redactor.for_run()  # the tool's own secrets are redacted by the toolbox; these are the environment's
+    result = type(result)(result.status, redact.text(result.text), redact(result.data))
     if fmt == "json":
         click.echo(json.dumps({"status": result.status, "text": result.text, "data": result.data},
                               ensure_ascii=False, default=str, indent=2))

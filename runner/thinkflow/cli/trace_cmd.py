@@ -23,13 +23,18 @@ def _show(path: Path, full: bool, as_json: bool, html: Path | None = None) -> No
     from rich.console import Console
 
     from thinkflow.errors import TraceError
-    from thinkflow.run.trace import read_trace
+    from thinkflow.run.trace import expand_requests, read_trace
     from thinkflow.cli.render import render_trace
 
-    try:
-        events = read_trace(path)
+    from thinkflow.redaction import Redactor
+
+    try:  # each model request with its messages as sent (the file holds each message once)
+        events = expand_requests(read_trace(path), str(path))
     except TraceError as error:
         raise click.ClickException(str(error)) from None
+    redact = Redactor.for_run()  # traces are redacted when written; this also hides keys set in the environment since
+    if redact.secrets:
+        events = [redact(e) for e in events]
     if html is not None:
         from thinkflow.atomic import atomic_write_bytes
         from thinkflow.run.report import render_report

@@ -17,6 +17,15 @@ from thinkflow.redaction import redact
 from thinkflow.config.yamlread import Marks, PathKey, dotted
 
 _PATTERN = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_UNSET = "environment variable '{}' is not set"
+_UNSET_PATTERN = re.compile(r"^environment variable '([A-Za-z_][A-Za-z0-9_]*)' is not set$")
+
+
+def unset_variable(issue: ConfigIssue) -> str | None:
+    """The variable's name when ``issue`` says a ``${VAR}`` without a default is unset (what
+    ``thinkflow validate --allow-missing-env`` reports as a warning), else None."""
+    match = _UNSET_PATTERN.match(issue.message)
+    return match.group(1) if match else None
 
 
 def interpolate(
@@ -55,7 +64,7 @@ def interpolate(
             issues.append(
                 ConfigIssue(
                     file, line, col, dotted(path),
-                    f"environment variable '{name}' is not set",
+                    _UNSET.format(name),
                     f"set {name}, or give a default: ${{{name}:-value}}",
                 )
             )

@@ -190,11 +190,14 @@ def builtin_tools(workspace: Path) -> dict[str, ToolSpec]:
 
 @cache
 def entry_point_tools() -> dict[str, ToolSpec]:
-    """Tools registered by installed packages under the entry point group ``thinkflow.tools`` (not imported)."""
+    """Tools registered by installed packages under the entry point group ``thinkflow.tools`` (not imported).
+
+    Their ``description`` is "": the function's ``@tool`` description or docstring fills it in when the tool is
+    built (:class:`thinkflow.tools.python.PythonTool`), since config never imports tool code."""
     from importlib.metadata import entry_points
 
     return {
-        ep.name: ToolSpec(name=ep.name, description=f"entry point {ep.value}", kind="python",
+        ep.name: ToolSpec(name=ep.name, description="", kind="python",
                           entrypoint=ep.value, parameters=None)
         for ep in entry_points(group="thinkflow.tools")
     }

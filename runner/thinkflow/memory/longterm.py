@@ -7,6 +7,10 @@ recall score is the cosine similarity 1 - distance, in 0..1 for the normalised e
 
 A collection records ``thinkflow:embedding_model`` and ``thinkflow:embedding_dim`` in its metadata when created;
 opening it with a different model raises :class:`MemoryStoreError`.
+
+Known secrets (the agent's interpolated values and the environment's credentials, see :mod:`thinkflow.redaction`)
+never reach the store: contents and metadata are redacted before they are written, and again whenever memories are
+read back (recall, list, get, export), so a store written before a key was known is not shown in clear either.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from thinkflow.atomic import atomic_write_bytes
 from thinkflow.errors import MemoryStoreError
+from thinkflow.redaction import Redactor
 from thinkflow.config.spec import LongTermSpec
 from thinkflow.memory.embeddings import Embedder, Reranker, canonical_model_name
 from thinkflow.memory.records import MemoryRecord, clean_metadata, now_metadata, time_of
@@ -107,8 +112,10 @@ class LongTermMemory:
     Writes apply the spec's retention policy. Texts are embedded with the spec's ``embedding_model``.
     """
 
-    def __init__(self, spec: LongTermSpec, client: Any, collection: Any, embedder: Embedder, where: str):
+    def __init__(self, spec: LongTermSpec, client: Any, collection: Any, embedder: Embedder, where: str,
+                 redactor: Redactor | None = None):
         self.spec = spec
+        self.redact = redactor if redactor is not None else Redactor.for_run()
         self.client = client
         self.collection = collection
         self.embedder = embedder
@@ -117,12 +124,14 @@ class LongTermMemory:
 
     # ----------------------------------------------------------------------------------------------- opening
     @classmethod
-    def open(cls, spec: LongTermSpec, *, base_dir: Path | None = None) -> "LongTermMemory":
+    def open(cls, spec: LongTermSpec, *, base_dir: Path | None = None,
+             secrets: Sequence[str] = ()) -> "LongTermMemory":
         """Open (creating if needed) the collection ``spec.collection``.
 
         Embedded store at ``spec.path`` (relative paths are taken from ``base_dir``), else
         ``base_dir/.thinkflow/memory`` (``base_dir`` defaults to the current directory); a Chroma server when
-        ``spec.host`` is set (port default 8000).
+        ``spec.host`` is set (port default 8000). ``secrets`` (the agent's interpolated values) are redacted from
+        everything written and read, besides the environment's credentials.
 
         Raises:
             MemoryStoreError: server unreachable, invalid collection name, or the collection was built with another
@@ -175,7 +184,7 @@ class LongTermMemory:
         except Exception as exc:
             _close_quietly(client)
             raise MemoryStoreError(f"cannot open memory collection '{spec.collection}' in the {where if spec.host else 'store at ' + where}: {exc}") from exc
-        return cls(spec, client, collection, embedder, where)
+        return cls(spec, client, collection, embedder, where, Redactor.for_run(secrets))
 
     def close(self) -> None:
         """Release the Chroma client (database handles, HTTP connections). Idempotent."""
@@ -234,7 +243,8 @@ class LongTermMemory:
             score = max(0.0, min(1.0, 1.0 - float(dists[i])))
             if score < (min_score or 0.0):
                 continue
-            records.append(MemoryRecord(mid, docs[i] or "", dict(metas[i] or {}), round(score, 6)))
+            records.append(MemoryRecord(mid, self.redact(docs[i] or ""), self.redact(dict(metas[i] or {})),
+                                        round(score, 6)))
         if self._reranker and records:
             scores = self._reranker.score(query, [r.content for r in records])
             ranked = sorted(zip(scores, range(len(records))), key=lambda t: (-t[0], t[1]))
@@ -256,7 +266,7 @@ class LongTermMemory:
             docs = page.get("documents") or [None] * len(ids)
             metas = page.get("metadatas") or [None] * len(ids)
             for i, mid in enumerate(ids):
-                yield mid, docs[i] or "", dict(metas[i] or {})
+                yield mid, self.redact(docs[i] or ""), self.redact(dict(metas[i] or {}))
             if len(ids) < PAGE_SIZE:
                 return
             offset += len(ids)
@@ -272,7 +282,8 @@ class LongTermMemory:
         page = self._call("read", lambda: self.collection.get(ids=[id], include=["documents", "metadatas"]))
         if not page.get("ids"):
             return None
-        return MemoryRecord(page["ids"][0], (page.get("documents") or [""])[0] or "", dict((page.get("metadatas") or [{}])[0] or {}))
+        content = (page.get("documents") or [""])[0] or ""
+        return MemoryRecord(page["ids"][0], self.redact(content), self.redact(dict((page.get("metadatas") or [{}])[0] or {})))
 
     # ----------------------------------------------------------------------------------------------- writing
     def remember(self, content: str, metadata: Mapping[str, Any] | None = None, *, id: str | None = None) -> str:  # noqa: A002
@@ -298,7 +309,8 @@ class LongTermMemory:
         for content, meta, mid in items:
             if not isinstance(content, str) or not content.strip():
                 raise MemoryStoreError("a memory's content must be a non-empty string")
-            cleaned = clean_metadata(meta)
+            content = self.redact(content)
+            cleaned = clean_metadata(self.redact(dict(meta or {})))
             if "time" not in cleaned:
                 cleaned.update(stamp)
             ids.append(mid or uuid.uuid4().hex)

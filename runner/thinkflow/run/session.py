@@ -11,9 +11,13 @@ Safety:
 
 - Every write is atomic: a temporary file in the same directory, written as UTF-8 (whatever the locale), flushed
   and fsynced, then ``os.replace``-d over the old file, and the directory fsynced. A crash or ``kill -9`` at any
-  moment leaves either the old or the new file.
+  moment leaves either the old or the new file; the temporary file such a crash leaves is removed when the session
+  is next loaded (:func:`thinkflow.atomic.clean_stale_temp_files`).
+- Session files are private (mode 0600): they hold the whole conversation, tool output included.
 - Writers hold a lock (``<name>.json.lock``, :mod:`filelock`), re-read the file inside it and append only their
   new turn (turns have unique ids), so two processes writing the same session never lose a turn.
+- Known secrets (the values given as ``secrets`` and the environment's credentials, see
+  :mod:`thinkflow.redaction`) are replaced by ``***`` in every turn before it is written.
 - A file that cannot be read as a session when it is opened is moved aside to ``<name>.corrupt-<timestamp>`` and
   reported as a warning; the session then starts empty.
 """
@@ -32,6 +36,7 @@ from typing import Any
 from thinkflow.atomic import atomic_write_bytes
 from thinkflow.errors import SessionError
 from thinkflow.model.messages import Message
+from thinkflow.redaction import Redactor
 
 DEFAULT_SESSION_ROOT = Path(".thinkflow") / "sessions"
 FORMAT_VERSION = 1
@@ -124,6 +129,8 @@ class Session:
         agent: the agent's name (the directory).
         name: the session's name (the file); letters, digits, '.', '_', '-'.
         root: the sessions directory (default ``.thinkflow/sessions`` under the current directory).
+        secrets: values to redact from every turn written (the agent's ``secrets``), besides the environment's
+            credentials.
     Raises:
         SessionError: the name is not a safe file name.
 
@@ -131,8 +138,10 @@ class Session:
     (a corrupt file moved aside).
     """
 
-    def __init__(self, agent: str, name: str, root: str | os.PathLike[str] | None = None):
+    def __init__(self, agent: str, name: str, root: str | os.PathLike[str] | None = None,
+                 secrets: tuple[str, ...] | list[str] = ()):
         self.agent = agent
+        self.secrets = tuple(secrets)
         self.name = check_name(name)
         self.root = Path(root) if root is not None else DEFAULT_SESSION_ROOT
         self.path = self.root / _file_stem(agent) / f"{self.name}.json"
@@ -197,7 +206,10 @@ class Session:
     def load(self) -> list[Turn]:
         """Read the stored turns (under the lock). A corrupt file is moved aside with a warning in
         :attr:`warnings` and the session starts empty. Raises SessionError when the file cannot be read at all."""
+        from thinkflow.atomic import clean_stale_temp_files
+
         with self._locked():
+            clean_stale_temp_files(self.path.parent)
             self.turns, self.created = self._read()
         return self.turns
 
@@ -211,7 +223,9 @@ class Session:
     # ------------------------------------------------------------------------------------------------- writing
     def append(self, turn: Turn) -> None:
         """Add ``turn`` to the session file: lock, re-read, append unless a turn with the same id is there, write
-        atomically. :attr:`turns` becomes the file's turns. Raises SessionError when the file cannot be written."""
+        atomically, with known secrets redacted. :attr:`turns` becomes the file's turns. Raises SessionError when the
+        file cannot be written."""
+        turn = Turn.from_dict(Redactor.for_run(self.secrets)(turn.to_dict()))
         with self._locked():
             turns, created = self._read()
             if all(t.id != turn.id for t in turns):
@@ -230,10 +244,10 @@ class Session:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) atomically (see :func:`thinkflow.atomic.atomic_write_bytes`).
+    """Replace ``path`` with ``text`` (UTF-8) atomically, mode 0600 (see :func:`thinkflow.atomic.atomic_write_bytes`).
     Raises SessionError on an OS error (the old file is kept)."""
     try:
-        atomic_write_bytes(path, text.encode("utf-8"))
+        atomic_write_bytes(path, text.encode("utf-8"), private=True)
     except OSError as error:
         raise SessionError(f"cannot write {path}: {error.strerror or error}") from error
 

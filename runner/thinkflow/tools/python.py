@@ -13,6 +13,7 @@ background until the process exits; write long-running work as a shell tool when
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import inspect
 import json
@@ -29,7 +30,7 @@ from thinkflow.tools.base import ToolResult
 from thinkflow.config.entrypoints import search_dirs
 from thinkflow.tools.output import cap_text, decode
 from thinkflow.tools.registry import load_entry_point, registered
-from thinkflow.tools.schema import SignatureArguments, derive_parameters
+from thinkflow.tools.schema import SignatureArguments, derive_parameters, describe_function
 
 
 def import_entrypoint(value: str, search: list[Path] | None = None) -> Callable[..., Any]:
@@ -144,11 +145,18 @@ def resolve_function(spec: ToolSpec) -> Callable[..., Any]:
 
 
 class PythonTool:
-    """A python tool. ``func`` may be given directly (else resolved from the spec at construction)."""
+    """A python tool. ``func`` may be given directly (else resolved from the spec at construction).
+
+    A spec without a description (an entry-point tool named by an agent) takes the function's: its ``@tool``
+    description, else its docstring's summary, else the tool's name -- what the model is shown."""
 
     def __init__(self, spec: ToolSpec, func: Callable[..., Any] | None = None):
-        self.spec = spec
         self.func = func if func is not None else resolve_function(spec)
+        if not spec.description.strip():
+            declared = getattr(self.func, "__thinkflow_tool__", None)
+            described = (declared.description if declared is not None else "") or describe_function(self.func)
+            spec = dataclasses.replace(spec, description=described or spec.name)
+        self.spec = spec
         self._derived = spec.parameters is None
         self._parameters = derive_parameters(self.func) if self._derived else spec.parameters
         self._arguments = SignatureArguments(self.func)

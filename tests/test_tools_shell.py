@@ -18,7 +18,7 @@ def shell_tool(command, **kw):
     return ShellTool(ToolSpec(name="t", description="test", kind="shell", command=tuple(command), **kw))
 
 
-@pytest.mark.parametrize("value", ["x; touch {pwned}", "foo\nid", "$(whoami)", "`id`", "a b  c", "-n", ""])
+@pytest.mark.parametrize("value", ["x; touch {pwned}", "foo\nid", "$(whoami)", "`id`", "a b  c", "x -n", ""])
 def test_each_value_is_one_literal_argv_element(tmp_path, value):
     pwned = tmp_path / "pwned"
     value = value.replace("{pwned}", str(pwned))

@@ -95,6 +95,9 @@ def check_tool(data: dict[str, Any], file: str, marks: Marks, base: PathKey = ()
                                      "balance the quotes or write the command as a list"))
         templates = _template_strings(command, base + ("command",))
         used_in = "command"
+        if data.get("shell") is True:
+            issues += _shell_quoting(command, base + ("command",), file, marks)
+        issues += _own_parameter_keys(parameters, base + ("parameters",), file, marks)
     elif kind == "http":
         templates = _template_strings(data.get("request"), base + ("request",))
         templates = [(p, t) for p, t in templates if len(p) > len(base) + 1 and p[len(base) + 1] != "method"]
@@ -118,6 +121,37 @@ def check_tool(data: dict[str, Any], file: str, marks: Marks, base: PathKey = ()
                 issues.append(_issue(file, marks, base + ("parameters", "required", i),
                                      f"required parameter '{name}' is not used in the {used_in}",
                                      f"add '{{{name}}}' to the {used_in} or drop it from required"))
+    return issues
+
+
+def _shell_quoting(command: Any, path: PathKey, file: str, marks: Marks) -> list[ConfigIssue]:
+    """A ``shell: true`` command's placeholders that stand inside quotes (or after a backslash, in a
+    here-document, in ``${...}``/``$((...))``): ThinkFlow quotes each value, so there it would end the quotes."""
+    from thinkflow.tools.shell import shell_template_problems
+
+    elements = [command] if isinstance(command, str) else [c for c in command or [] if isinstance(c, str)]
+    script = " ".join(elements)
+    starts = []
+    offset = 0
+    for element in elements:
+        starts.append(offset)
+        offset += len(element) + 1
+    issues = []
+    for _, problem, fix, start in shell_template_problems(script, with_offsets=True):
+        index = max(i for i, s in enumerate(starts) if s <= start)
+        at = path if isinstance(command, str) else path + (index,)
+        issues.append(_issue(file, marks, at, problem, fix))
+    return issues
+
+
+def _own_parameter_keys(parameters: Any, path: PathKey, file: str, marks: Marks) -> list[ConfigIssue]:
+    """``allow_options`` and ``workspace_path`` in a shell tool's parameter schemas must be booleans."""
+    props = parameters.get("properties") if isinstance(parameters, dict) else None
+    issues = []
+    for name, schema in (props or {}).items() if isinstance(props, dict) else ():
+        for key in ("allow_options", "workspace_path"):
+            if isinstance(schema, dict) and key in schema and not isinstance(schema[key], bool):
+                issues.append(_issue(file, marks, path + ("properties", name, key), f"{key} must be true or false"))
     return issues
 
 

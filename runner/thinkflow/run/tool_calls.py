@@ -83,7 +83,9 @@ def admit_calls(action: ToolAction, *, toolbox: Toolbox, repetition: RepetitionD
 def execute_calls(toolbox: Toolbox, calls: Sequence[ToolCall], admitted: Sequence[int]) -> dict[int, CallOutcome]:
     """Run ``calls[i]`` for each ``i`` in ``admitted`` through ``toolbox``; returns their outcomes (``ran=True``) by
     call index. A tool layer that raises becomes an "error" observation. Several parallel-safe calls run in up to
-    :data:`MAX_PARALLEL_TOOLS` threads."""
+    :data:`MAX_PARALLEL_TOOLS` threads.
+    Ctrl-C while they run kills every process the tools started (:func:`~thinkflow.tools.process.terminate_all`)
+    and re-raises."""
     def one(i: int) -> CallOutcome:
         call = calls[i]
         try:
@@ -101,6 +103,11 @@ def execute_calls(toolbox: Toolbox, calls: Sequence[ToolCall], admitted: Sequenc
     try:
         futures = {i: pool.submit(one, i) for i in admitted}
         return {i: futures[i].result() for i in admitted}
+    except KeyboardInterrupt:  # the calls' threads cannot be stopped, but their processes can
+        from thinkflow.tools.process import terminate_all
+
+        terminate_all()
+        raise
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 

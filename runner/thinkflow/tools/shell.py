@@ -3,17 +3,28 @@
 Each ``{param}`` that is a whole argv element becomes exactly one element (a value ``x; touch /tmp/pwned`` is
 one literal argument; no shell is involved). A placeholder inside a larger element (``--name={name}``) is
 substituted as text in that element. ``shell: true`` opts into ``/bin/sh -c`` with every value
-``shlex.quote``-d. Standard input is closed; the command runs in its own session/process group, in the declared
-working directory, with the environment reduced to :data:`ENV_ALLOWLIST` plus ``env_allow`` plus declared
-``env``. When the main process exits, or the timeout passes, the whole process group is killed (SIGKILL), so
-background children never outlive the call. stdout and stderr are read with a byte cap (head + tail kept).
+``shlex.quote``-d; a placeholder inside quotes (``'{a}'``), after a backslash, in a here-document or inside
+``${...}``/``$((...))`` is refused at load (:func:`shell_template_problems`), since the quoted value would end the
+template's own quotes.
+
+Options: a value that begins an argument (or a shell word) and starts with ``-`` would be read as an option of
+the command (``sort -o FILE``, ``wc --files0-from=FILE``), so it is refused unless the placeholder stands after a
+``--`` in the command or its parameter says ``allow_options: true``. A parameter with ``workspace_path: true``
+must name a path inside the agent's workspace (symlinks resolved, so ``/proc`` and ``..`` are out); such a tool
+runs in the workspace unless ``cwd`` is set.
+
+Containment: standard input is closed; the command runs under :mod:`~thinkflow.tools.launcher` (a child
+subreaper in its own session) in the declared working directory, with the environment reduced to
+:data:`ENV_ALLOWLIST` plus ``env_allow`` plus declared ``env``. When the command exits, the timeout passes or
+the run is interrupted, every process it started is killed -- also one that detached with ``setsid``,
+``nohup ... &`` or a double fork. stdout and stderr are read with a byte cap (head + tail kept).
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import signal
+import shutil
 import subprocess
 import threading
 import time
@@ -23,7 +34,10 @@ from typing import Any
 from thinkflow.config.spec import ToolSpec
 from thinkflow.tools.base import ToolResult
 from thinkflow.tools.output import CappedBuffer, cap_text
-from thinkflow.tools.templating import effective_arguments, render, whole_placeholder
+from thinkflow.errors import ToolError
+from thinkflow.tools.process import ProcessTree
+from thinkflow.tools.templating import PLACEHOLDER, effective_arguments, render, scan_shell, value_text, \
+    whole_placeholder
 
 ENV_ALLOWLIST: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER")
 """Environment variables passed to shell tools by default (besides ``env_allow`` and declared ``env``)."""
@@ -76,11 +90,97 @@ def _reader(stream: Any, buf: CappedBuffer) -> None:
         pass
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+OWN_KEYS = ("allow_options", "workspace_path")
+"""ThinkFlow's own keys in a shell tool's parameter schemas (removed from the schema the model sees)."""
+
+_CONTEXT_TEXT = {
+    "single": ("stands inside single quotes", "remove the quotes around '{{{name}}}': ThinkFlow quotes every value "
+                                               "itself (write {{{name}}}, not '{{{name}}}')"),
+    "double": ("stands inside double quotes", "remove the quotes around '{{{name}}}': ThinkFlow quotes every value "
+                                               "itself (write {{{name}}}, not \"{{{name}}}\")"),
+    "backslash": ("follows a backslash", "remove the backslash before '{{{name}}}'"),
+    "heredoc": ("stands in a here-document (the shell expands $(...) there and quotes do not apply)",
+                "pass the value as an argument instead, e.g. printf '%s\\n' {{{name}}} | ..."),
+    "expansion": ("stands inside ${{...}}", "use the value as a word of its own, e.g. v={{{name}}}; ... \"$v\""),
+    "arithmetic": ("stands inside $((...))", "use the value as a word of its own, e.g. v={{{name}}}; ... \"$v\""),
+}
+
+
+def shell_template_problems(script: str, with_offsets: bool = False) -> list[Any]:
+    """``(name, problem, fix)`` (plus the placeholder's offset in ``script`` with ``with_offsets``) for each placeholder of a ``shell: true`` script that does not stand as a plain
+    unquoted word (part): inside quotes, after a backslash, in a here-document, in ``${...}`` or ``$((...))``.
+    There the ``shlex.quote``-d value would not be one literal word (``echo '{a}'`` with ``a = $(touch x)``
+    runs ``touch``)."""
+    problems = []
+    for found in scan_shell(script):
+        if found.context == "plain":
+            continue
+        where, fix = _CONTEXT_TEXT[found.context]
+        problem = (f"placeholder '{{{found.name}}}' of a shell: true command {where}: the quoted value would not "
+                   "be one literal word")
+        entry = (found.name, problem, fix.format(name=found.name))
+        problems.append((*entry, found.start) if with_offsets else entry)
+    return problems
+
+
+def _option_slots(spec: ToolSpec) -> dict[str, bool]:
+    """For each placeholder name that begins an argument (or a shell word): whether every such use stands after
+    a ``--`` (True: the value is an operand) or not (False: a leading ``-`` would be an option)."""
+    slots: dict[str, bool] = {}
+    if spec.shell:
+        for found in scan_shell(" ".join(spec.command)):
+            if found.word_start:
+                slots[found.name] = slots.get(found.name, True) and found.after_dashdash
+        return slots
+    dashdash = False
+    for element in spec.command:
+        first = PLACEHOLDER.match(element)
+        if first is not None:
+            slots[first.group(1)] = slots.get(first.group(1), True) and dashdash
+        if element == "--":
+            dashdash = True
+    return slots
+
+
+def _properties(spec: ToolSpec) -> dict[str, Any]:
+    props = (spec.parameters or {}).get("properties")
+    return props if isinstance(props, dict) else {}
+
+
+def option_problem(spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
+    """Why ``arguments`` may not run (a value that would be read as an option), or None."""
+    values = effective_arguments(arguments, spec.parameters)
+    props = _properties(spec)
+    for name, operand in _option_slots(spec).items():
+        value = values.get(name)
+        if value is None or operand:
+            continue
+        schema = props.get(name) if isinstance(props.get(name), dict) else {}
+        if schema.get("allow_options") is True:
+            continue
+        if value_text(value).startswith("-"):
+            return (f"argument '{name}' may not start with '-': the command would read it as an option "
+                    f"(the tool allows options only where its parameter says allow_options: true)")
+    return None
+
+
+def path_problem(spec: ToolSpec, arguments: dict[str, Any], workspace: Path, cwd: Path) -> str | None:
+    """Why a ``workspace_path`` argument may not be used (it resolves outside ``workspace``), or None. Relative
+    paths resolve against ``cwd``; symlinks are followed (``os.path.realpath``)."""
+    values = effective_arguments(arguments, spec.parameters)
+    root = os.path.realpath(workspace)
+    for name, schema in _properties(spec).items():
+        if not (isinstance(schema, dict) and schema.get("workspace_path") is True) or values.get(name) is None:
+            continue
+        value = values[name]
+        for text in ([value_text(v) for v in value] if isinstance(value, (list, tuple)) else [value_text(value)]):
+            if "\0" in text:
+                return f"argument '{name}' holds a NUL character"
+            real = os.path.realpath(os.path.join(cwd, text))
+            if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+                return (f"argument '{name}' {text!r} is outside the workspace ({workspace}); give a path inside "
+                        "it, relative to the workspace")
+    return None
 
 
 def _seconds(value: float) -> str:
@@ -91,12 +191,35 @@ class ShellTool:
     """A shell tool built from its spec. ``run`` returns ``ToolResult`` with data ``exit_code`` (None on timeout),
     ``duration_s``, ``bytes`` (stdout + stderr before capping), ``truncated``, ``argv``."""
 
-    def __init__(self, spec: ToolSpec):
+    def __init__(self, spec: ToolSpec, workspace: Path | None = None):
+        if spec.shell:
+            problems = shell_template_problems(" ".join(spec.command))
+            if problems:
+                name, problem, fix = problems[0]
+                raise ToolError(f"tool {spec.name!r}: {problem} ({fix})")
         self.spec = spec
+        self.workspace = Path(workspace) if workspace is not None else None
+        self._has_paths = any(isinstance(s, dict) and s.get("workspace_path") is True
+                              for s in _properties(spec).values())
 
     def parameters(self) -> dict[str, Any]:
-        """The declared JSON Schema (an empty object schema when none)."""
-        return self.spec.parameters or {"type": "object", "properties": {}}
+        """The declared JSON Schema without ThinkFlow's own keys (:data:`OWN_KEYS`); an empty object schema when
+        none."""
+        schema = self.spec.parameters or {"type": "object", "properties": {}}
+        props = schema.get("properties")
+        if not isinstance(props, dict) or not any(isinstance(p, dict) and set(p) & set(OWN_KEYS)
+                                                   for p in props.values()):
+            return schema
+        clean = {name: ({k: v for k, v in p.items() if k not in OWN_KEYS} if isinstance(p, dict) else p)
+                 for name, p in props.items()}
+        return {**schema, "properties": clean}
+
+    def working_directory(self) -> Path | None:
+        """Where the command runs: ``cwd``, else the workspace for a tool with ``workspace_path`` parameters,
+        else None (the runner's current directory)."""
+        if self.spec.cwd is not None:
+            return self.spec.cwd
+        return self.workspace if self._has_paths else None
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         """Run the command once (blocking at most ``spec.timeout`` seconds plus a short drain)."""
@@ -104,29 +227,33 @@ class ShellTool:
         argv = build_argv(spec, arguments)
         started = time.monotonic()
         data: dict[str, Any] = {"argv": argv}
+        empty = {"exit_code": None, "duration_s": 0.0, "bytes": 0, "truncated": False}
         if not argv:
-            return ToolResult("error", "the command is empty", {**data, "exit_code": None, "duration_s": 0.0,
-                                                                   "bytes": 0, "truncated": False})
-        if spec.cwd is not None and not Path(spec.cwd).is_dir():
-            return ToolResult("error", f"working directory {str(spec.cwd)!r} does not exist",
-                              {**data, "exit_code": None, "duration_s": 0.0, "bytes": 0, "truncated": False})
+            return ToolResult("error", "the command is empty", {**data, **empty})
+        cwd = self.working_directory()
+        if cwd is not None and not Path(cwd).is_dir():
+            return ToolResult("error", f"working directory {str(cwd)!r} does not exist", {**data, **empty})
+        refused = option_problem(spec, arguments) or (
+            path_problem(spec, arguments, self.workspace or Path(cwd or "."), Path(cwd or ".")) if self._has_paths
+            else None)
+        if refused:
+            return ToolResult("invalid", refused, {**data, **empty})
+        env = build_env(spec)
+        program = shutil.which(argv[0], path=env.get("PATH", os.defpath)) if "/" not in argv[0] else (
+            argv[0] if os.access(os.path.join(str(cwd or "."), argv[0]), os.X_OK) else None)
+        if program is None:
+            missing = os.path.join(str(cwd or "."), argv[0])
+            reason = "Permission denied" if "/" in argv[0] and os.path.exists(missing) else "No such file or directory"
+            return ToolResult("error", f"could not start {argv[0]!r}: {reason}", {**data, **empty})
         cap = spec.max_output
         out, err = CappedBuffer(cap), CappedBuffer(cap)
         try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=str(spec.cwd) if spec.cwd else None,
-                env=build_env(spec),
-                start_new_session=True,
-                close_fds=True,
-            )
+            tree = ProcessTree(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               cwd=str(cwd) if cwd else None, env=env)
         except OSError as exc:
             text = f"could not start {argv[0]!r}: {exc.strerror or exc}"
-            return ToolResult("error", text, {**data, "exit_code": None, "duration_s": time.monotonic() - started,
-                                              "bytes": 0, "truncated": False})
+            return ToolResult("error", text, {**data, **empty, "duration_s": time.monotonic() - started})
+        proc = tree.proc
         readers = [
             threading.Thread(target=_reader, args=(proc.stdout, out), daemon=True),
             threading.Thread(target=_reader, args=(proc.stderr, err), daemon=True),
@@ -135,13 +262,12 @@ class ShellTool:
             t.start()
         timed_out = False
         try:
-            proc.wait(timeout=spec.timeout)
+            tree.wait(timeout=spec.timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
         finally:
-            # Kill the whole group: on timeout, and after a normal exit so background children die too.
-            _kill_group(proc.pid)
-            proc.wait()
+            # The launcher kills what the command left behind; on timeout or Ctrl-C, close() makes it do so now.
+            tree.close()
         for t in readers:
             t.join(_DRAIN_SECONDS)
         for stream in (proc.stdout, proc.stderr):

@@ -35,14 +35,15 @@ WRITING_BUILTINS = frozenset({"write_file", "plot_chart"})
 
 
 def build_tool(spec: ToolSpec, workspace: Path | None = None) -> Tool:
-    """The runnable tool for ``spec`` by kind (``builtin`` tools are confined to ``workspace``).
+    """The runnable tool for ``spec`` by kind (``builtin`` tools are confined to ``workspace``, and so are shell
+    tools' ``workspace_path`` arguments).
 
     Raises ToolError when a python tool's function cannot be imported or the kind is unknown.
     """
     if spec.kind == "builtin":
         return BuiltinTool(spec, workspace)
     if spec.kind == "shell":
-        return ShellTool(spec)
+        return ShellTool(spec, workspace)
     if spec.kind == "http":
         return HttpTool(spec)
     if spec.kind == "python":

@@ -199,3 +199,68 @@ def test_post_body_and_secret_redaction(server):
     assert "tok-123" not in result.text
     assert result.data["request"]["headers"] == {"Authorization": "Bearer ***"}
     assert "tok-123" not in json.dumps(result.data)
+
+
+class Trickler:
+    """A raw TCP server on 127.0.0.1 that answers every connection with ``reply(port)`` sent one byte at a time,
+    ``gap`` seconds apart (each read on the client side sees a byte long before any per-read timeout)."""
+
+    def __init__(self, reply, gap=0.05):
+        self.reply, self.gap = reply, gap
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(8)
+        self.port = self.listener.getsockname()[1]
+        self.stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn):
+        import time
+
+        try:
+            conn.recv(65536)
+            for byte in self.reply(self.port):
+                if self.stop.is_set():
+                    break
+                conn.sendall(bytes([byte]))
+                time.sleep(self.gap)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.stop.set()
+        self.listener.close()
+
+
+@pytest.mark.parametrize("what", ["headers", "body", "redirects"])
+def test_timeout_bounds_the_whole_request_even_when_every_byte_comes_in_time(what):
+    import time
+
+    def reply(port):
+        if what == "headers":
+            return b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"p" * 400 + b"\r\nContent-Length: 2\r\n\r\nok"
+        if what == "body":
+            return b"HTTP/1.1 200 OK\r\nContent-Length: 400\r\n\r\n" + b"b" * 400
+        # each hop is quick enough alone (about 0.5 s); together they pass the 1 s timeout
+        return (b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:%d/again\r\nContent-Length: 0\r\n\r\n" % port)
+
+    server = Trickler(reply, gap=0.05 if what != "redirects" else 0.006)
+    try:
+        started = time.monotonic()
+        result = http_tool(f"http://127.0.0.1:{server.port}/x", timeout=1, max_redirects=50).run({})
+        elapsed = time.monotonic() - started
+    finally:
+        server.close()
+    assert result.status == "timeout"
+    assert result.text == f"timed out after 1 s (no complete reply from http://127.0.0.1:{server.port}/x)"
+    assert elapsed < 3.0  # cut at the deadline; the trickle alone would take 20 s (headers, body) or never end

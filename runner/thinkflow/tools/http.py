@@ -1,7 +1,9 @@
 """kind: http — one HTTP request per call, templated from the arguments, with httpx.
 
-Containment: connect and read timeouts plus a total deadline (``spec.timeout`` seconds for the whole call,
-redirects included); the body is streamed and reading stops at :func:`read_limit` bytes; redirects are followed
+Containment: ``spec.timeout`` seconds bound the whole call -- name resolution, connect, the status line and
+headers, the body and every redirect hop -- as one deadline: the request runs on an event loop inside
+``asyncio.timeout`` (a cancel scope), so a server that sends its headers one byte at a time is cut at the deadline
+like one that sends nothing (per-read timeouts alone would let it go on forever). The body is streamed and reading stops at :func:`read_limit` bytes; redirects are followed
 by hand, at most ``max_redirects``, and every hop's host is checked against ``allow_hosts`` and — unless
 ``allow_private`` — refused when it resolves (``getaddrinfo``) to a private, loopback, link-local or otherwise
 non-global address. (The address is checked before connecting; a DNS answer that changes between the check and
@@ -15,11 +17,14 @@ shown (``data["request"]``, error texts).
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import ipaddress
 import json
 import socket
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote
 
@@ -31,6 +36,47 @@ from thinkflow.tools.output import cap_text, decode, format_size, truncation_mar
 from thinkflow.tools.templating import effective_arguments, render, whole_placeholder
 
 _MISSING = object()
+_DNS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="thinkflow-dns")
+"""Name resolution for the address checks, outside the event loop's default executor (which the loop would wait
+for when it closes, past the deadline)."""
+
+
+class _Deadline(Exception):
+    """The call's deadline passed."""
+
+
+def run_coroutine(make: Any) -> Any:
+    """Run the coroutine ``make()`` returns on a fresh event loop and return its result; from a thread that
+    already runs a loop, on a helper thread. The loop is closed without waiting for executor threads."""
+
+    def on_new_loop() -> Any:
+        loop = asyncio.new_event_loop()
+        try:
+            return loop.run_until_complete(make())
+        finally:
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return on_new_loop()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = on_new_loop()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="thinkflow-http", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def read_limit(spec: ToolSpec) -> int:
@@ -131,7 +177,7 @@ class HttpTool:
         """The declared JSON Schema (an empty object schema when none)."""
         return self.spec.parameters or {"type": "object", "properties": {}}
 
-    def _check_url(self, url: Any) -> str | None:
+    async def _check_url(self, url: Any) -> str | None:
         spec = self.spec
         if url.scheme not in ("http", "https"):
             return f"refused: scheme {url.scheme!r} is not http or https"
@@ -143,7 +189,7 @@ class HttpTool:
             return f"refused: host {host!r} is not in allow_hosts ({', '.join(spec.allow_hosts)})"
         if not spec.allow_private:
             try:
-                problem = address_problem(host, port)
+                problem = await asyncio.get_running_loop().run_in_executor(_DNS, address_problem, host, port)
             except OSError as exc:
                 return f"cannot resolve host {host!r}: {exc}"
             if problem:
@@ -170,36 +216,8 @@ class HttpTool:
 
         built = build_request(spec, arguments)
         try:
-            with httpx.Client(follow_redirects=False, trust_env=False) as client:
-                request = client.build_request(
-                    built["method"], built["url"], params=built["params"] or None, headers=built["headers"],
-                    json=built.get("json"), content=built.get("content"),
-                )
-                data["request"] = {"method": request.method, "url": str(request.url),
-                                   "headers": {k: v for k, v in built["headers"].items()}}
-                hops = 0
-                while True:
-                    problem = self._check_url(request.url)
-                    if problem:
-                        return finish("denied", problem)
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise httpx.ReadTimeout("deadline")
-                    request.extensions["timeout"] = httpx.Timeout(
-                        remaining, connect=min(remaining, 10.0)).as_dict()
-                    response = client.send(request, stream=True)
-                    try:
-                        if response.is_redirect and response.next_request is not None:
-                            hops += 1
-                            data["redirects"] = hops
-                            if hops > spec.max_redirects:
-                                return finish("error", f"too many redirects (more than {spec.max_redirects})")
-                            request = response.next_request
-                            continue
-                        return self._reply(response, deadline, data, finish)
-                    finally:
-                        response.close()
-        except httpx.TimeoutException:
+            return run_coroutine(lambda: self._bounded(built, deadline, data, finish))
+        except (_Deadline, httpx.TimeoutException):
             return finish("timeout", f"timed out after {spec.timeout:g} s (no complete reply from "
                                      f"{built['url']})")
         except httpx.InvalidURL as exc:
@@ -209,22 +227,59 @@ class HttpTool:
         except ValueError as exc:  # e.g. illegal header value
             return finish("error", f"request failed: {exc}")
 
-    def _reply(self, response: Any, deadline: float, data: dict[str, Any], finish: Any) -> ToolResult:
+    async def _bounded(self, built: dict[str, Any], deadline: float, data: dict[str, Any], finish: Any) -> Any:
+        """:meth:`_send` inside one cancel scope that ends at ``deadline`` (raises _Deadline)."""
+        try:
+            async with asyncio.timeout_at(asyncio.get_running_loop().time() + (deadline - time.monotonic())):
+                return await self._send(built, deadline, data, finish)
+        except TimeoutError:
+            raise _Deadline() from None
+
+    async def _send(self, built: dict[str, Any], deadline: float, data: dict[str, Any], finish: Any) -> Any:
         import httpx
 
+        spec = self.spec
+        async with httpx.AsyncClient(follow_redirects=False, trust_env=False) as client:
+            request = client.build_request(
+                built["method"], built["url"], params=built["params"] or None, headers=built["headers"],
+                json=built.get("json"), content=built.get("content"),
+            )
+            data["request"] = {"method": request.method, "url": str(request.url),
+                               "headers": {k: v for k, v in built["headers"].items()}}
+            hops = 0
+            while True:
+                problem = await self._check_url(request.url)
+                if problem:
+                    return finish("denied", problem)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise _Deadline()
+                request.extensions["timeout"] = httpx.Timeout(remaining, connect=min(remaining, 10.0)).as_dict()
+                response = await client.send(request, stream=True)
+                try:
+                    if response.is_redirect and response.next_request is not None:
+                        hops += 1
+                        data["redirects"] = hops
+                        if hops > spec.max_redirects:
+                            return finish("error", f"too many redirects (more than {spec.max_redirects})")
+                        request = response.next_request
+                        continue
+                    return await self._reply(response, data, finish)
+                finally:
+                    await response.aclose()
+
+    async def _reply(self, response: Any, data: dict[str, Any], finish: Any) -> ToolResult:
         spec = self.spec
         limit = read_limit(spec)
         chunks: list[bytes] = []
         size = 0
         complete = True
-        for chunk in response.iter_bytes():
+        async for chunk in response.aiter_bytes():
             chunks.append(chunk)
             size += len(chunk)
             if size > limit:
                 complete = False
                 break
-            if time.monotonic() > deadline:
-                raise httpx.ReadTimeout("deadline")
         body = b"".join(chunks)[:limit]
         data["http_status"] = response.status_code
         data["url"] = str(response.url)

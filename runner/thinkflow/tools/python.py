@@ -5,9 +5,18 @@ or from an installed package's ``thinkflow.tools`` entry point. Its return value
 for dicts and lists); an exception becomes an error observation ``ValueError: message`` with the traceback only
 in ``data["traceback"]``.
 
-Timeout: the function runs in a daemon worker thread and the call stops waiting after ``timeout`` seconds
-(status "timeout"). Python cannot kill a thread, so a function that never returns keeps running in the
-background until the process exits; write long-running work as a shell tool when it must be killed.
+Timeout: the function runs in a worker process (:mod:`~thinkflow.tools.pyworker`, under the launcher of
+:mod:`~thinkflow.tools.process`), started on the tool's first call and kept for the next ones. When the call
+passes ``timeout`` seconds, the worker and everything it started are killed (status "timeout") and the next call
+starts a new one, so the timeout holds even for code that never releases the interpreter lock
+(``sum(range(10**10))``, a huge ``pow``). Arguments and results cross as JSON (results as their text); the worker
+sees the runner's ``sys.path``, working directory and environment of the moment of the call. Importing the
+function in a new worker is not counted in the timeout (it is bounded by :data:`STARTUP_SECONDS`).
+
+Two cases run in a thread of the runner instead, where the timeout only stops waiting (the thread cannot be
+killed and runs on in the background): a tool that declares ``quick: true`` (cheap: no process, no JSON), and a
+function that cannot be imported by name in another process (defined inside a function, in ``__main__``, or not a
+plain function); ``data["isolation"]`` says which applied ("process" or "thread").
 """
 
 from __future__ import annotations
@@ -17,10 +26,14 @@ import dataclasses
 import importlib
 import inspect
 import json
+import os
+import select
+import subprocess
 import sys
 import threading
 import time
 import traceback
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
@@ -144,6 +157,108 @@ def resolve_function(spec: ToolSpec) -> Callable[..., Any]:
     return func
 
 
+STARTUP_SECONDS = 60.0
+"""Seconds a new worker may take to start and import the tool's function."""
+
+
+def import_path(func: Callable[..., Any], entrypoint: str | None) -> str | None:
+    """``module:qualname`` under which another process imports the very same function: ``entrypoint`` when it
+    names ``func``, else the function's own module and qualified name; None when neither does (a function defined
+    inside another, in ``__main__``, a partial or a callable object)."""
+    candidates = [entrypoint] if entrypoint else []
+    module, qualname = getattr(func, "__module__", None), getattr(func, "__qualname__", None)
+    if module and qualname and module != "__main__" and "<locals>" not in qualname:
+        candidates.append(f"{module}:{qualname}")
+    for candidate in candidates:
+        module_name, _, attr = candidate.partition(":")
+        obj: Any = sys.modules.get(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part, None)
+        if obj is func and module_name != "__main__":
+            return candidate
+    return None
+
+
+class _WorkerGone(Exception):
+    """The worker exited or broke the protocol."""
+
+
+class _Worker:
+    """One worker process with the tool's function loaded."""
+
+    def __init__(self, target: str, search: list[Path]):
+        from thinkflow.tools.process import ProcessTree
+        from thinkflow.tools.pyworker import write_frame
+
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
+        self.tree = ProcessTree([sys.executable, "-m", "thinkflow.tools.pyworker"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, env=env)
+        self._write = write_frame
+        try:
+            self.send({"op": "load", "sys_path": list(sys.path), "target": target,
+                       "search": [str(p) for p in search]})
+            reply = self.receive(time.monotonic() + STARTUP_SECONDS)
+        except BaseException:
+            self.close()
+            raise
+        if reply is None or not reply.get("ok"):
+            self.close()
+            raise ToolError(f"the tool's worker could not load {target!r}: "
+                            f"{(reply or {}).get('error', 'it did not start in time')}")
+
+    def alive(self) -> bool:
+        return self.tree.proc.poll() is None
+
+    def send(self, message: dict[str, Any]) -> None:
+        try:
+            self._write(self.tree.proc.stdin.fileno(), message)  # type: ignore[union-attr]
+        except (OSError, ValueError) as exc:
+            raise _WorkerGone(str(exc)) from exc
+
+    def _read(self, size: int, deadline: float) -> bytes | None:
+        fd = self.tree.proc.stdout.fileno()  # type: ignore[union-attr]
+        chunks, left = [], size
+        while left:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                return None
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                raise _WorkerGone("the worker exited")
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def receive(self, deadline: float) -> dict[str, Any] | None:
+        """The next reply, or None when ``deadline`` (monotonic) passes first. Raises _WorkerGone."""
+        header = self._read(8, deadline)
+        if header is None:
+            return None
+        body = self._read(int.from_bytes(header, "big"), max(deadline, time.monotonic() + 5.0))
+        if body is None:
+            raise _WorkerGone("the worker stopped mid-reply")
+        return json.loads(body)
+
+    def close(self) -> None:
+        for stream in (self.tree.proc.stdin, self.tree.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        self.tree.close()
+
+
+def _close_workers(workers: list[_Worker]) -> None:
+    while workers:
+        workers.pop().close()
+
+
 class PythonTool:
     """A python tool. ``func`` may be given directly (else resolved from the spec at construction).
 
@@ -160,6 +275,15 @@ class PythonTool:
         self._derived = spec.parameters is None
         self._parameters = derive_parameters(self.func) if self._derived else spec.parameters
         self._arguments = SignatureArguments(self.func)
+        self._target = None if getattr(spec, "quick", False) else import_path(self.func, spec.entrypoint)
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        weakref.finalize(self, _close_workers, self._idle)
+
+    @property
+    def isolation(self) -> str:
+        """``"process"`` (calls run in a worker process that is killed on timeout) or ``"thread"``."""
+        return "process" if self._target is not None else "thread"
 
     def parameters(self) -> dict[str, Any]:
         """The declared schema, or the one derived from the function."""
@@ -174,5 +298,46 @@ class PythonTool:
             kwargs = self._arguments.convert(arguments, strict=self._derived)
         except ValueError as problem:
             return ToolResult("invalid", f"invalid arguments for tool '{self.spec.name}': {problem}")
-        return run_with_timeout(self.func, kwargs, self.spec.timeout, self.spec.max_output)
+        if self._target is not None:
+            return self._run_in_worker(arguments)
+        result = run_with_timeout(self.func, kwargs, self.spec.timeout, self.spec.max_output)
+        return ToolResult(result.status, result.text, {**result.data, "isolation": "thread"})
+
+    def _worker(self) -> _Worker:
+        with self._lock:
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.alive():
+                    return worker
+                worker.close()
+        return _Worker(self._target or "", search_dirs(self.spec.source))
+
+    def _run_in_worker(self, arguments: dict[str, Any]) -> ToolResult:
+        spec = self.spec
+        worker = self._worker()
+        started = time.monotonic()
+        reply = None
+        try:
+            worker.send({"op": "call", "arguments": arguments, "strict": self._derived, "cwd": os.getcwd(),
+                         "environ": dict(os.environ), "max_output": spec.max_output})
+            reply = worker.receive(started + spec.timeout)
+        except _WorkerGone as gone:
+            worker.close()
+            return ToolResult("error", f"the tool's worker process died during the call ({gone})",
+                              {"duration_s": round(time.monotonic() - started, 3), "bytes": 0, "truncated": False,
+                               "isolation": "process"})
+        except BaseException:  # Ctrl-C: the call dies with its worker
+            worker.close()
+            raise
+        duration = round(time.monotonic() - started, 3)
+        if reply is None:
+            worker.close()
+            return ToolResult("timeout", f"timed out after {spec.timeout:g} s",
+                              {"duration_s": duration, "bytes": 0, "truncated": False, "isolation": "process"})
+        with self._lock:
+            self._idle.append(worker)
+        data = dict(reply.get("data") or {})
+        data["duration_s"] = duration
+        data["isolation"] = "process"
+        return ToolResult(reply.get("status", "error"), str(reply.get("text", "")), data)
 

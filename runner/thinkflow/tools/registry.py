@@ -15,7 +15,7 @@ _REGISTRY: dict[str, tuple[Callable[..., Any], ToolSpec]] = {}
 
 
 def _spec_for(func: Callable[..., Any], name: str | None, description: str | None, confirm: bool,
-              timeout: float) -> ToolSpec:
+              timeout: float, quick: bool = False) -> ToolSpec:
     tool_name = name or func.__name__
     return ToolSpec(
         name=tool_name,
@@ -25,12 +25,16 @@ def _spec_for(func: Callable[..., Any], name: str | None, description: str | Non
         timeout=float(timeout),
         confirm=confirm,
         entrypoint=f"{func.__module__}:{func.__qualname__}",
+        quick=quick,
     )
 
 
 def tool(name: str | Callable[..., Any] | None = None, *, description: str | None = None, confirm: bool = False,
-         timeout: float = 30) -> Any:
+         timeout: float = 30, quick: bool = False) -> Any:
     """Register a Python function as a tool (usable bare, ``@tool``, or ``@tool("name", confirm=True)``).
+
+    ``quick=True`` declares that the function returns at once: it then runs in a thread of the runner rather than
+    in a worker process (see :mod:`thinkflow.tools.python`).
 
     The schema is derived from the signature and docstring (:func:`derive_parameters`); the description
     defaults to the docstring's first paragraph. The function is returned unchanged, with the spec attached as
@@ -44,7 +48,7 @@ def tool(name: str | Callable[..., Any] | None = None, *, description: str | Non
         return tool()(name)
 
     def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
-        spec = _spec_for(func, name, description, confirm, timeout)
+        spec = _spec_for(func, name, description, confirm, timeout, quick)
         taken = _REGISTRY.get(spec.name)
         if taken is not None and taken[1].entrypoint != spec.entrypoint:
             raise ToolError(f"tool {spec.name!r} is registered twice: by {taken[1].entrypoint} and by "

@@ -1,0 +1,97 @@
+"""Python tools run in a worker process: a timeout holds even for code that never releases the GIL."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import time
+
+import pytest
+
+from thinkflow.config.spec import ToolSpec
+from thinkflow.tools import Toolbox, tool
+from thinkflow.tools.process import live_count
+from thinkflow.tools.python import PythonTool
+from thinkflow.tools.registry import unregister
+
+
+@pytest.fixture
+def module(tmp_path, monkeypatch):
+    (tmp_path / "gil_tools.py").write_text(textwrap.dedent('''
+        import os
+
+        CALLS = 0
+
+        def spin():
+            """Holds the GIL in one C call for minutes."""
+            return sum(range(10 ** 11))
+
+        def huge_pow():
+            return 7 ** (10 ** 9)
+
+        def count() -> int:
+            global CALLS
+            CALLS += 1
+            return CALLS
+
+        def noisy() -> str:
+            print("to stdout, not into the protocol")
+            return "fine"
+
+        def where() -> dict:
+            return {"cwd": os.getcwd(), "flag": os.environ.get("GIL_TOOLS_FLAG"), "pid": os.getpid()}
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "gil_tools"
+
+
+def ptool(module, func, **kw):
+    return PythonTool(ToolSpec(name=func, description="", kind="python", entrypoint=f"{module}:{func}", **kw))
+
+
+@pytest.mark.parametrize("func", ["spin", "huge_pow"])
+def test_a_call_that_never_releases_the_gil_is_stopped_at_its_timeout(module, func):
+    python = ptool(module, func, timeout=1)
+    before = live_count()
+    started = time.monotonic()
+    result = python.run({})
+    elapsed = time.monotonic() - started
+    assert (result.status, result.text) == ("timeout", "timed out after 1 s")
+    assert result.data["isolation"] == "process"
+    assert elapsed < 10  # the computation alone takes minutes
+    assert live_count() == before  # the worker was killed, not left computing
+
+
+def test_the_worker_is_kept_between_calls_and_replaced_after_a_timeout(module):
+    counter = ptool(module, "count", timeout=5)
+    assert [counter.run({}).text for _ in range(3)] == ["1", "2", "3"]
+    spinner = ptool(module, "spin", timeout=0.5)
+    assert spinner.run({}).status == "timeout"
+    assert spinner.run({}).status == "timeout"  # a fresh worker each time, the previous one is gone
+    where = ptool(module, "where").run({})
+    assert where.status == "ok" and f'"pid": {os.getpid()}' not in where.text
+
+
+def test_prints_do_not_break_the_protocol_and_cwd_and_environment_follow_the_runner(module, tmp_path, monkeypatch):
+    assert ptool(module, "noisy").run({}).text == "fine"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GIL_TOOLS_FLAG", "on")
+    text = ptool(module, "where").run({}).text
+    assert f'"cwd": "{tmp_path}"' in text and '"flag": "on"' in text
+
+
+def test_quick_tools_and_functions_defined_inside_functions_run_in_a_thread(module):
+    quick = ptool(module, "count", quick=True)
+    assert quick.isolation == "thread"
+    assert quick.run({}).data["isolation"] == "thread"
+
+    @tool(name="local_echo", timeout=5)
+    def local_echo(text: str) -> str:
+        return text
+
+    try:
+        box = Toolbox({"local_echo": PythonTool(ToolSpec(name="local_echo", description="", kind="python"))})
+        result = box.call("local_echo", {"text": "hi"})
+        assert (result.status, result.text, result.data["isolation"]) == ("ok", "hi", "thread")
+    finally:
+        unregister("local_echo")

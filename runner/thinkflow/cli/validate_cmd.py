@@ -37,6 +37,7 @@ def validate(paths: tuple[str, ...], fmt: str, allow_missing_env: bool) -> None:
     """
     from thinkflow.config.interpolate import unset_variable
     from thinkflow.config.loader import validate_paths
+    import thinkflow.prompting.templates  # noqa: F401 - registers the sandboxed renderer validate renders prompts with
 
     if not paths:
         paths = tuple(d for d in DEFAULT_DIRS if Path(d).is_dir())

@@ -20,11 +20,12 @@ from typing import Any, Protocol
 from thinkflow.errors import ConfigIssue, PromptError
 from thinkflow.text import did_you_mean
 from thinkflow.config.schemas import check_schema, yaml11_issue
-from thinkflow.config.prompt_vars import RUNTIME_PROMPT_VARS, template_variables
+from thinkflow.config.prompt_vars import RUNTIME_PROMPT_VARS, optional_variables, placeholder_runtimes, renderer, \
+    template_variables
 from thinkflow.config.spec import AgentSpec, SubAgentRef, ToolSpec
 from thinkflow.config.builtin_tools import builtin_specs
 from thinkflow.config.entrypoints import module_findable, search_dirs
-from thinkflow.config.placeholders import placeholders
+from thinkflow.config.placeholders import placeholders, shell_template_problems
 from thinkflow.config.yamlread import Marks, PathKey, dotted
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -127,8 +128,6 @@ def check_tool(data: dict[str, Any], file: str, marks: Marks, base: PathKey = ()
 def _shell_quoting(command: Any, path: PathKey, file: str, marks: Marks) -> list[ConfigIssue]:
     """A ``shell: true`` command's placeholders that stand inside quotes (or after a backslash, in a
     here-document, in ``${...}``/``$((...))``): ThinkFlow quotes each value, so there it would end the quotes."""
-    from thinkflow.tools.shell import shell_template_problems
-
     elements = [command] if isinstance(command, str) else [c for c in command or [] if isinstance(c, str)]
     script = " ".join(elements)
     starts = []
@@ -311,7 +310,7 @@ def resolve_agent(data: dict[str, Any], path: Path, marks: Marks, loaded: Loaded
     above, ``depth_left`` the levels they still allow)."""
     agent = _AgentRefs(data, path, marks, loaded, stack, depth_left)
     tool_specs = agent.tools()
-    system = agent.prompt()
+    system = agent.prompt(tool_specs)
     agent.output_schema()
     agents = agent.subagents()
     return AgentRefs(tool_specs=tool_specs, system=system, agents=agents, secrets=agent.secrets,
@@ -374,7 +373,7 @@ class _AgentRefs:
                            "define it in tools.d/, list its file under tool_paths, or use a built-in")
         return found
 
-    def prompt(self) -> Path | None:
+    def prompt(self, tool_specs: dict[str, ToolSpec] | None = None) -> Path | None:
         prompt = self.data.get("prompt")
         if not isinstance(prompt, dict):
             return None
@@ -395,15 +394,30 @@ class _AgentRefs:
         else:
             return None
         given = prompt.get("vars") if isinstance(prompt.get("vars"), dict) else {}
+        template_name = str(found) if found else "prompt.text"
         try:
-            names = template_variables(source, name=str(found) if found else "prompt.text")
+            names = template_variables(source, name=template_name)
+            optional = optional_variables(source, name=template_name)
         except PromptError as exc:
             self.issue(at, str(exc))
             return found
         provided = sorted(RUNTIME_PROMPT_VARS)
-        for name in sorted(names - set(given) - RUNTIME_PROMPT_VARS):
+        missing = sorted(names - set(given) - RUNTIME_PROMPT_VARS - optional)
+        for name in missing:
             self.issue(at, f"template variable '{name}' is not provided",
                        f"add it under prompt.vars; the runner provides only {', '.join(provided)}")
+        render = renderer()
+        if not missing and render is not None:  # render it as a run would, so what a run refuses is refused here
+            tools = [{"name": spec.name, "description": spec.description,
+                      "parameters": spec.parameters or {"type": "object", "properties": {}}}
+                     for spec in (tool_specs or {}).values()]
+            for runtime in placeholder_runtimes(self.name, tools):
+                try:
+                    render(source, {**given, **runtime}, name=template_name)
+                except PromptError as exc:
+                    self.issue(at, str(exc), "rendered with prompt.vars and placeholder values for "
+                                             f"{', '.join(provided)}")
+                    break
         return found
 
     def output_schema(self) -> None:

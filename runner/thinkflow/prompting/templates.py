@@ -1,8 +1,15 @@
-"""System prompt templates: a sandboxed Jinja environment with strict undefined variables.
+"""System prompt templates: a sandboxed Jinja environment with strict undefined variables and bounded rendering.
 
-Templates are rendered once, in ``jinja2.sandbox.SandboxedEnvironment`` with ``StrictUndefined`` (an undefined
+Templates are rendered once, in a ``jinja2.sandbox.SandboxedEnvironment`` with ``StrictUndefined`` (an undefined
 variable is an error, not an empty string), autoescape off and the trailing newline kept. Variable values are
 data: they are inserted as text and never rendered as templates themselves.
+
+Rendering is bounded: all ``{% for %}`` loops of one render share a budget of :data:`MAX_LOOP_ITERATIONS`
+iterations (nested loops multiply, the budget does not), ``range()`` gives at most :data:`MAX_RANGE` numbers,
+``*`` may not build a string or list longer than :data:`MAX_OUTPUT_CHARS` nor ``**`` an integer over
+:data:`MAX_INT_BITS` bits, and the output stops at :data:`MAX_OUTPUT_CHARS` characters. Every failure -- a
+syntax error, an undefined variable, a sandbox violation, a limit, any Python error inside the template
+(``1/0``, a recursion) -- is a :class:`~thinkflow.errors.PromptError` ``"<template>:<line>: <message>"``.
 
 The runner always provides :data:`RUNTIME_PROMPT_VARS`; every other variable a template uses must come from the
 agent's ``prompt.vars`` (the loader checks this with Jinja's static analysis, :func:`template_variables`).
@@ -10,13 +17,15 @@ agent's ``prompt.vars`` (the loader checks this with Jinja's static analysis, :f
 
 from __future__ import annotations
 
+import contextvars
 import sys
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from thinkflow.errors import PromptError
 from thinkflow.text import did_you_mean
-from thinkflow.config.prompt_vars import RUNTIME_PROMPT_VARS, TEMPLATE_NAME, syntax_error, template_variables
+from thinkflow.config.prompt_vars import RUNTIME_PROMPT_VARS, TEMPLATE_NAME, syntax_error, template_variables, \
+    use_renderer
 from thinkflow.config.spec import PromptSpec
 
 __all__ = ["RUNTIME_PROMPT_VARS", "check_prompt_vars", "environment", "render", "render_agent_prompt",
@@ -24,14 +33,98 @@ __all__ = ["RUNTIME_PROMPT_VARS", "check_prompt_vars", "environment", "render", 
 
 _NAME = TEMPLATE_NAME
 
+MAX_LOOP_ITERATIONS = 100_000
+"""Iterations of all ``{% for %}`` loops of one render together."""
+MAX_RANGE = 100_000
+"""Numbers one ``range()`` may give."""
+MAX_OUTPUT_CHARS = 1_000_000
+"""Characters one render may produce (also the longest string or list ``*`` may build)."""
+MAX_INT_BITS = 4096
+"""Bits of an integer ``**`` may produce."""
+
+_BUDGET: contextvars.ContextVar[list[int]] = contextvars.ContextVar("thinkflow_prompt_loop_budget")
+
+
+def _limit(message: str) -> Exception:
+    from jinja2.exceptions import SecurityError
+
+    return SecurityError(message)
+
+
+def bounded_iter(iterable: Iterable[Any]) -> Iterator[Any]:
+    """``iterable``, charging each item to the current render's loop budget (every ``{% for %}`` goes through
+    this). Raises SecurityError when the budget is spent."""
+    budget = _BUDGET.get(None)
+    if budget is None:
+        budget = [MAX_LOOP_ITERATIONS]
+    for item in iterable:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _limit(f"the template's loops ran more than {MAX_LOOP_ITERATIONS} iterations")
+        yield item
+
+
+def _range(*args: Any) -> range:
+    numbers = range(*args)
+    if len(numbers) > MAX_RANGE:
+        raise _limit(f"range() of {len(numbers)} numbers is longer than the limit of {MAX_RANGE}")
+    return numbers
+
+
+def _sized(value: Any) -> int:
+    return len(value) if isinstance(value, (str, bytes, list, tuple)) else 0
+
 
 @cache
 def environment() -> Any:
-    """The shared sandboxed Jinja environment (StrictUndefined, no autoescape, trailing newline kept)."""
-    from jinja2 import StrictUndefined
+    """The shared sandboxed Jinja environment (StrictUndefined, no autoescape, trailing newline kept), with the
+    loop budget on every ``for``, a bounded ``range`` and checked ``*`` and ``**``."""
+    from jinja2 import StrictUndefined, nodes
     from jinja2.sandbox import SandboxedEnvironment
 
-    return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    class BoundedEnvironment(SandboxedEnvironment):  # type: ignore[misc]
+        intercepted_binops = frozenset({"*", "**"})
+
+        def _parse(self, source: str, name: str | None, filename: str | None) -> Any:
+            tree = super()._parse(source, name, filename)
+            for loop in tree.find_all(nodes.For):
+                loop.iter = nodes.Call(nodes.EnvironmentAttribute("bounded_iter"), [loop.iter], [], None, None,
+                                       lineno=loop.lineno)
+            return tree
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            if operator == "*":
+                for seq, times in ((left, right), (right, left)):
+                    if _sized(seq) and isinstance(times, int) and _sized(seq) * times > MAX_OUTPUT_CHARS:
+                        raise _limit(f"'*' would build {_sized(seq) * times} items (limit {MAX_OUTPUT_CHARS})")
+                if isinstance(left, int) and isinstance(right, int) and \
+                        left.bit_length() + right.bit_length() > MAX_INT_BITS + 1:
+                    raise _limit(f"'*' would build an integer over {MAX_INT_BITS} bits")
+            if operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1:
+                if left.bit_length() * right > MAX_INT_BITS + 64:
+                    raise _limit(f"'**' would build an integer over {MAX_INT_BITS} bits")
+            return super().call_binop(context, operator, left, right)
+
+    env = BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    env.bounded_iter = bounded_iter
+    env.globals["range"] = _range
+    env.filters = {name: _bounded_filter(name, f) for name, f in env.filters.items()}
+    return env
+
+
+def _bounded_filter(name: str, func: Any) -> Any:
+    """``func`` refusing integer arguments (widths, lengths, counts) above :data:`MAX_OUTPUT_CHARS`, so
+    ``center(10**9)`` fails before it builds a gigabyte of spaces."""
+    import functools
+
+    @functools.wraps(func)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        for value in (*args[1:], *kwargs.values()):
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_OUTPUT_CHARS:
+                raise _limit(f"filter '{name}' got {value}, over the limit of {MAX_OUTPUT_CHARS}")
+        return func(*args, **kwargs)
+
+    return checked
 
 
 def prompt_variables(prompt: PromptSpec) -> set[str]:
@@ -93,11 +186,24 @@ def render(source: str, variables: dict[str, Any], *, name: str = _NAME) -> str:
     from jinja2 import TemplateError
 
     template = _compiled(source, name)
+    token = _BUDGET.set([MAX_LOOP_ITERATIONS])
     try:
-        return template.render(**variables)
+        parts: list[str] = []
+        size = 0
+        for chunk in template.generate(**variables):
+            size += len(chunk)
+            if size > MAX_OUTPUT_CHARS:
+                raise _limit(f"the rendered prompt is longer than {MAX_OUTPUT_CHARS} characters")
+            parts.append(chunk)
+        return "".join(parts)
     except TemplateError as exc:
         line = _template_line(sys.exc_info()[2])
         raise PromptError(f"{name}:{line}: {exc.message or exc}") from None
+    except (Exception, RecursionError) as exc:  # noqa: BLE001 - 1/0, a recursive macro, MemoryError, ...
+        line = _template_line(sys.exc_info()[2])
+        raise PromptError(f"{name}:{line}: {type(exc).__name__}: {exc}") from None
+    finally:
+        _BUDGET.reset(token)
 
 
 def render_agent_prompt(prompt: PromptSpec, runtime: dict[str, Any]) -> str:
@@ -137,3 +243,6 @@ def render_builtin(name: str, variables: dict[str, Any]) -> str:
     except (OSError, FileNotFoundError):
         raise PromptError(f"no built-in prompt template {name!r}") from None
     return render(source, variables, name=f"{name}.j2")
+
+
+use_renderer(render)  # the loader renders prompts at validate through this (config cannot import prompting)

@@ -35,6 +35,7 @@ from thinkflow.config.spec import ToolSpec
 from thinkflow.tools.base import ToolResult
 from thinkflow.tools.output import CappedBuffer, cap_text
 from thinkflow.errors import ToolError
+from thinkflow.config.placeholders import shell_template_problems
 from thinkflow.tools.process import ProcessTree
 from thinkflow.tools.templating import PLACEHOLDER, effective_arguments, render, scan_shell, value_text, \
     whole_placeholder
@@ -92,36 +93,6 @@ def _reader(stream: Any, buf: CappedBuffer) -> None:
 
 OWN_KEYS = ("allow_options", "workspace_path")
 """ThinkFlow's own keys in a shell tool's parameter schemas (removed from the schema the model sees)."""
-
-_CONTEXT_TEXT = {
-    "single": ("stands inside single quotes", "remove the quotes around '{{{name}}}': ThinkFlow quotes every value "
-                                               "itself (write {{{name}}}, not '{{{name}}}')"),
-    "double": ("stands inside double quotes", "remove the quotes around '{{{name}}}': ThinkFlow quotes every value "
-                                               "itself (write {{{name}}}, not \"{{{name}}}\")"),
-    "backslash": ("follows a backslash", "remove the backslash before '{{{name}}}'"),
-    "heredoc": ("stands in a here-document (the shell expands $(...) there and quotes do not apply)",
-                "pass the value as an argument instead, e.g. printf '%s\\n' {{{name}}} | ..."),
-    "expansion": ("stands inside ${{...}}", "use the value as a word of its own, e.g. v={{{name}}}; ... \"$v\""),
-    "arithmetic": ("stands inside $((...))", "use the value as a word of its own, e.g. v={{{name}}}; ... \"$v\""),
-}
-
-
-def shell_template_problems(script: str, with_offsets: bool = False) -> list[Any]:
-    """``(name, problem, fix)`` (plus the placeholder's offset in ``script`` with ``with_offsets``) for each placeholder of a ``shell: true`` script that does not stand as a plain
-    unquoted word (part): inside quotes, after a backslash, in a here-document, in ``${...}`` or ``$((...))``.
-    There the ``shlex.quote``-d value would not be one literal word (``echo '{a}'`` with ``a = $(touch x)``
-    runs ``touch``)."""
-    problems = []
-    for found in scan_shell(script):
-        if found.context == "plain":
-            continue
-        where, fix = _CONTEXT_TEXT[found.context]
-        problem = (f"placeholder '{{{found.name}}}' of a shell: true command {where}: the quoted value would not "
-                   "be one literal word")
-        entry = (found.name, problem, fix.format(name=found.name))
-        problems.append((*entry, found.start) if with_offsets else entry)
-    return problems
-
 
 def _option_slots(spec: ToolSpec) -> dict[str, bool]:
     """For each placeholder name that begins an argument (or a shell word): whether every such use stands after

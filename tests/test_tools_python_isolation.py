@@ -95,3 +95,64 @@ def test_quick_tools_and_functions_defined_inside_functions_run_in_a_thread(modu
         assert (result.status, result.text, result.data["isolation"]) == ("ok", "hi", "thread")
     finally:
         unregister("local_echo")
+
+
+def test_a_process_the_tool_leaves_running_ends_with_the_call(tmp_path, monkeypatch):
+    (tmp_path / "spawning_tools.py").write_text(textwrap.dedent('''
+        import subprocess
+
+        def detach(pidfile: str) -> str:
+            subprocess.Popen(["setsid", "sh", "-c", f"echo $$ > {pidfile}; exec sleep 300"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            import time
+            for _ in range(200):
+                try:
+                    if open(pidfile).read().strip():
+                        return "started"
+                except OSError:
+                    pass
+                time.sleep(0.02)
+            return "no pid"
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from test_tools_shell_containment import gone, reap
+
+    pidfile = tmp_path / "pid"
+    result = ptool("spawning_tools", "detach", timeout=10).run({"pidfile": str(pidfile)})
+    pid = int(pidfile.read_text())
+    try:
+        assert result.text == "started"
+        assert gone(pid)
+    finally:
+        reap(pid)
+
+
+def test_ctrl_c_during_a_call_kills_the_worker(module, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = textwrap.dedent(f'''
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        from thinkflow.config.spec import ToolSpec
+        from thinkflow.tools.python import PythonTool
+        tool = PythonTool(ToolSpec(name="spin", description="", kind="python", entrypoint="gil_tools:spin",
+                                   timeout=120))
+        worker = tool._worker()  # started first, so the test knows its pid
+        tool._idle.append(worker)
+        print(worker.tree.pid, flush=True)
+        tool.run({{}})
+    ''')
+    root = Path(__file__).resolve().parents[1] / "runner"
+    runner = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(root)},
+                              stdout=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    launcher_pid = int(runner.stdout.readline())
+    time.sleep(1.0)  # the call is computing
+    runner.send_signal(signal.SIGINT)
+    runner.wait(20)
+    from test_tools_shell_containment import gone
+
+    assert gone(launcher_pid)

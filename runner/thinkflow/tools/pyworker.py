@@ -9,6 +9,9 @@ Requests: ``{"op": "load", "sys_path": [...], "target": "module:qualname", "sear
 function once (reply ``{"ok": true}`` or ``{"ok": false, "error": "..."}``); ``{"op": "call", "arguments": {...},
 "cwd": "...", "environ": {...}, "max_output": n}`` calls it (reply ``{"status", "text", "data"}``, the text
 already capped). The worker exits at end of input or after :data:`IDLE_SECONDS` without a request.
+
+The worker is a child subreaper (as the launcher): after each call it kills every process the call started and
+left running, so a python tool's children end with its call too (:func:`thinkflow.tools.launcher._kill_all`).
 """
 
 from __future__ import annotations
@@ -92,6 +95,9 @@ def _call(func: Any, converter: Any, request: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     """Serve requests until the input ends or stays idle."""
+    from thinkflow.tools import launcher
+
+    reaper = launcher._prctl(launcher.PR_SET_CHILD_SUBREAPER, 1)
     replies = os.dup(1)
     os.dup2(2, 1)
     requests = sys.stdin.fileno()
@@ -114,7 +120,10 @@ def main() -> None:
             except BaseException as exc:  # noqa: BLE001 - reported to the runner
                 write_frame(replies, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
         elif request.get("op") == "call" and func is not None:
-            write_frame(replies, _call(func, converter, request))
+            reply = _call(func, converter, request)
+            if reaper:
+                launcher._kill_all(os.getpid())
+            write_frame(replies, reply)
         else:
             write_frame(replies, {"status": "error", "text": "the worker has no function loaded", "data": {}})
 

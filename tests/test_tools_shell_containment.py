@@ -293,3 +293,15 @@ def test_a_detached_process_dies_when_the_runner_is_interrupted_or_killed(tmp_pa
         reap(pid)
         runner.kill()
         runner.wait()
+
+
+def test_own_parameter_keys_must_be_booleans_and_quick_loads(tmp_path):
+    f = tmp_path / "t.yaml"
+    f.write_text("version: 1\nname: t\ndescription: T.\nkind: shell\ncommand: [ls, '{a}']\nparameters:\n"
+                 "  type: object\n  properties:\n    a: {type: string, allow_options: 'yes please'}\n")
+    assert [str(i) for i in validate_paths([f]).issues] == [
+        f"{f}:9:38: parameters.properties.a.allow_options: allow_options must be true or false"]
+    p = tmp_path / "p.yaml"
+    p.write_text("version: 1\nname: p\ndescription: P.\nkind: python\nentrypoint: json:dumps\nquick: true\n")
+    (spec,) = load_tools(p)
+    assert spec.quick is True

@@ -117,9 +117,11 @@ def _bounded_filter(name: str, func: Any) -> Any:
     ``center(10**9)`` fails before it builds a gigabyte of spaces."""
     import functools
 
+    first = 2 if getattr(func, "jinja_pass_arg", None) is not None else 1  # the context, then the filtered value
+
     @functools.wraps(func)
     def checked(*args: Any, **kwargs: Any) -> Any:
-        for value in (*args[1:], *kwargs.values()):
+        for value in (*args[first:], *kwargs.values()):
             if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_OUTPUT_CHARS:
                 raise _limit(f"filter '{name}' got {value}, over the limit of {MAX_OUTPUT_CHARS}")
         return func(*args, **kwargs)

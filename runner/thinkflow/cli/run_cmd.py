@@ -170,7 +170,15 @@ def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, str
         view.close()
         if telemetry is not None:
             telemetry.shutdown()
+        _close_mcp_servers()
     raise SystemExit(code)
+
+
+def _close_mcp_servers() -> None:
+    """The run is over: shut down the MCP servers it started (their process groups included)."""
+    servers = sys.modules.get("thinkflow.tools.mcp.servers")
+    if servers is not None:
+        servers.close_servers()
 
 
 def _telemetry(spec: Any, flag: bool, out: _Output) -> Any:
@@ -213,6 +221,7 @@ def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, promp
         agent = build(spec, model=model, approver=choose_approver(yes=yes), on_progress=view.progress,
                       prompt_vars=prompt_vars)
     except (ToolError, PromptError, MemoryStoreError) as error:
+        _close_mcp_servers()
         out.fail(EXIT_CONFIG, "config_error", str(error))
     except ModelError as error:
         out.fail(EXIT_MODEL, "model_error", str(error))

@@ -86,32 +86,45 @@ def _standalone_specs(workspace: Path) -> tuple[dict[str, Any], list[str]]:
 
 
 def _toolbox(agent_path: str | None, names: list[str] | None, workspace: Path, approver: Any) -> Any:
+    """The Toolbox of an agent, or of the standalone tools (``names``, or all). An MCP server in ./tools.d is
+    started when every tool is listed, or when a wanted name is none of the specs' names (it may be one of the
+    server's tools); a server that does not start is then a warning."""
     from thinkflow.errors import ToolError
     from thinkflow.tools import Toolbox
-    from thinkflow.tools.toolbox import build_tool
+    from thinkflow.tools.toolbox import build_tools
 
     try:
         if agent_path:
             agent = _load_agent(agent_path)
             return Toolbox.from_agent(agent, approver=approver)
         specs, broken = _standalone_specs(workspace)
-        wanted = names if names is not None else list(specs)
+        servers = [n for n, spec in specs.items() if spec.kind == "mcp"]
         missing = [name for name in names or () if name not in specs]
+        wanted = list(specs) if names is None else [n for n in names if n in specs] + (servers if missing else [])
         if broken:
-            _fail_or_warn_broken(broken, missing)
+            _fail_or_warn_broken(broken, [m for m in missing if not servers])
         tools = {}
-        for name in wanted:
-            if name not in specs:
-                continue
+        for name in dict.fromkeys(wanted):
             try:
-                tools[name] = build_tool(specs[name], workspace)
+                built = build_tools(specs[name], workspace)
             except ToolError as exc:
-                if names is not None:  # the tool asked for cannot be built: the command fails
+                if names is not None and name in names:  # the tool asked for cannot be built: the command fails
                     raise
                 _warn(f"skipped tool {name!r}: {exc}")
+                continue
+            for tool in built:
+                tools.setdefault(tool.spec.name, tool)
         return Toolbox(tools, approver=approver)
     except ToolError as exc:
         _fail(str(exc))
+
+
+def _close_mcp_servers() -> None:
+    import sys
+
+    servers = sys.modules.get("thinkflow.tools.mcp.servers")
+    if servers is not None:
+        servers.close_servers()
 
 
 def _fail_or_warn_broken(broken: list[str], missing: list[str]) -> None:
@@ -159,18 +172,25 @@ def tools_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the tool definitions as JSON.")
 def list_tools(agent: str | None, workspace: Path | None, as_json: bool) -> None:
     """Show each tool with its kind, description and parameters (an AGENT's tools, or every tool available
-    here: ./tools.d, built-ins, registered and entry-point tools)."""
+    here: ./tools.d, built-ins, registered and entry-point tools). MCP servers are started to list their tools,
+    shown with the server's name as kind ("mcp: notes")."""
     from rich.markup import escape
     from rich.table import Table
 
     from thinkflow.tools.validation import expected_shape
 
-    box = _toolbox(agent, None, workspace or Path.cwd(), None)
-    rows = []
-    for name in box.names():
-        tool = box.get(name)
-        rows.append({"name": name, "kind": tool.spec.kind, "description": tool.spec.description,
-                     "confirm": box.needs_confirm(name), "parameters": tool.parameters()})
+    try:
+        box = _toolbox(agent, None, workspace or Path.cwd(), None)
+        rows = []
+        for name in box.names():
+            tool = box.get(name)
+            row = {"name": name, "kind": tool.spec.kind, "description": tool.spec.description,
+                   "confirm": box.needs_confirm(name), "parameters": tool.parameters()}
+            if getattr(tool, "server", None):
+                row["server"] = tool.server
+            rows.append(row)
+    finally:
+        _close_mcp_servers()
     if as_json:
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
@@ -180,7 +200,8 @@ def list_tools(agent: str | None, workspace: Path | None, as_json: bool) -> None
     for row in rows:
         name = row["name"] + (" (confirm)" if row["confirm"] else "")
         shape = expected_shape(row["name"], row["parameters"])
-        table.add_row(escape(name), row["kind"], escape(row["description"]), escape(shape[len(row["name"]):]))
+        kind = f"mcp: {row['server']}" if row.get("server") else row["kind"]
+        table.add_row(escape(name), escape(kind), escape(row["description"]), escape(shape[len(row["name"]):]))
     _console().print(table)
 
 
@@ -198,7 +219,16 @@ def list_tools(agent: str | None, workspace: Path | None, as_json: bool) -> None
               help="text: observation then a summary; json: the whole result as one JSON object.")
 def call_tool(name: str, args: tuple[str, ...], json_args: str | None, agent_path: str | None,
               workspace: Path | None, yes: bool, fmt: str) -> None:
-    """Run tool NAME once with the given arguments and print the observation and the structured result."""
+    """Run tool NAME once with the given arguments and print the observation and the structured result (NAME may
+    be a tool of an MCP server declared in ./tools.d or used by --agent, as the model sees it)."""
+    try:
+        _call_tool(name, args, json_args, agent_path, workspace, yes, fmt)
+    finally:
+        _close_mcp_servers()
+
+
+def _call_tool(name: str, args: tuple[str, ...], json_args: str | None, agent_path: str | None,
+               workspace: Path | None, yes: bool, fmt: str) -> None:
     from rich.markup import escape
 
     from thinkflow.cli.approval import choose_approver
@@ -220,7 +250,7 @@ def call_tool(name: str, args: tuple[str, ...], json_args: str | None, agent_pat
             key, value = parse_arg(pair, parameters)
             arguments[key] = value
     if name not in box and not agent_path:
-        close = closest(name, _standalone_specs(workspace or Path.cwd())[0])
+        close = closest(name, [*box.names(), *_standalone_specs(workspace or Path.cwd())[0]])
         hint = f" (did you mean {close!r}?)" if close else ""
         _fail(f"no tool {name!r} in ./tools.d, the built-ins, registered tools or entry points{hint}")
     from thinkflow.redaction import Redactor

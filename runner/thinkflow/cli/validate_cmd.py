@@ -3,7 +3,8 @@
 validate exits 0 when every file is valid, 1 when any file is invalid and 2 on a usage error (click's code).
 An unset ``${VAR}`` without a default is an error, or with ``--allow-missing-env`` a warning that leaves the exit
 status alone (a CI job that has no secrets).
-It imports nothing heavy: only yaml, jsonschema and jinja2 (for prompt templates) are loaded.
+It imports nothing heavy: only yaml, jsonschema and jinja2 (for prompt templates) are loaded. ``--probe`` also
+starts the MCP servers (and so imports the mcp SDK).
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ def _github_escape(text: str, *, prop: bool = False) -> str:
               help="text: file:line:col lines; json: one JSON object; github: workflow annotations.")
 @click.option("--allow-missing-env", is_flag=True,
               help="Report unset ${VAR}s (no default) as warnings, not errors: for CI jobs without the secrets.")
-def validate(paths: tuple[str, ...], fmt: str, allow_missing_env: bool) -> None:
+@click.option("--probe", is_flag=True,
+              help="Also start the MCP servers the files declare or use and check that their allowlisted tools "
+                   "exist (the servers are shut down afterwards).")
+def validate(paths: tuple[str, ...], fmt: str, allow_missing_env: bool, probe: bool) -> None:
     """Check agent, tool and test files (default: agents.d/, tools.d/ and tests.d/ under the current directory).
 
     Checks the schema, environment variables, tools named by agents, prompt templates and sub-agents; in test files (*.test.yaml) the agent, case names, regexes, answer schemas and tool names. Exit
@@ -49,6 +53,10 @@ def validate(paths: tuple[str, ...], fmt: str, allow_missing_env: bool) -> None:
     found, files = validate_paths(paths)
     warnings = [i for i in found if allow_missing_env and unset_variable(i)]
     issues = [i for i in found if not (allow_missing_env and unset_variable(i))]
+    if probe:
+        from thinkflow.tools.mcp.probe import probe_paths
+
+        issues = sorted(dict.fromkeys([*issues, *probe_paths(files)]), key=lambda i: (i.file, i.line, i.column))
     bad = sorted({i.file for i in issues})
 
     def as_dict(i):

@@ -81,11 +81,16 @@ def check_json_schema(schema: Any, path: PathKey, file: str, marks: Marks) -> li
 
 def check_tool(data: dict[str, Any], file: str, marks: Marks, base: PathKey = ()) -> list[ConfigIssue]:
     """Tool checks beyond the schema: ``parameters`` is a valid JSON Schema; every ``{placeholder}`` in a shell
-    command or an http request template is a declared parameter; every required parameter is used."""
+    command or an http request template is a declared parameter; every required parameter is used; an mcp
+    server's static part (:mod:`thinkflow.config.mcp_checks`)."""
     issues: list[ConfigIssue] = []
     parameters = data.get("parameters")
     issues += check_json_schema(parameters, base + ("parameters",), file, marks)
     kind = data.get("kind")
+    if kind == "mcp":
+        from thinkflow.config.mcp_checks import check_mcp
+
+        return issues + check_mcp(data, file, marks, base)
     if kind == "shell":
         command = data.get("command")
         if isinstance(command, str):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 ActionStyle = Literal["auto", "native", "json", "react"]
-ToolKind = Literal["python", "shell", "http", "builtin"]
+ToolKind = Literal["python", "shell", "http", "mcp", "builtin"]
 
 DEFAULT_LOCAL_MODEL = "local/qwen2.5-coder-1.5b"
 
@@ -240,7 +240,8 @@ class ToolSpec:
     Common attributes:
         name: the name the model uses.
         description: what it does, written for the model.
-        kind: "python", "shell", "http", or "builtin" (tools shipped with ThinkFlow).
+        kind: "python", "shell", "http", "mcp" (the tools of a Model Context Protocol server), or "builtin" (tools
+            shipped with ThinkFlow).
         parameters: JSON Schema of the arguments (type object), or None for a python tool whose schema is derived
             from the function's signature and docstring.
         timeout: seconds one call may take (always enforced).
@@ -253,6 +254,12 @@ class ToolSpec:
     shell: ``command`` argv templates, ``shell`` opt-in for a shell pipeline, ``cwd``, ``env`` (declared
         variables) and ``env_allow`` (names passed through from the environment besides the default allowlist).
     http: ``request``, ``response_json_path``, ``allow_hosts``, ``allow_private``, ``max_redirects``.
+    mcp: one server, over stdio (``command`` argv, already interpolated, run without a shell, with ``cwd``,
+        ``env`` and ``env_allow`` as for shell tools) or streamable HTTP (``url``, ``headers`` whose secrets are
+        redacted); ``tools`` the allowlist of server tool names with per-tool rules (empty: every tool the server
+        lists; each ToolRef's ``name`` is the server's name for the tool); ``prefix`` put before each name the
+        model sees; ``startup_timeout`` seconds the server may take to start and list its tools; ``timeout`` is
+        per call.
     """
 
     name: str
@@ -276,6 +283,11 @@ class ToolSpec:
     allow_hosts: tuple[str, ...] = ()
     allow_private: bool = False
     max_redirects: int = 5
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    tools: tuple["ToolRef", ...] = ()
+    prefix: str = ""
+    startup_timeout: float = 30.0
 
 
 @dataclass(frozen=True)

@@ -124,11 +124,16 @@ def tool_ref_from_dict(value: str | dict[str, Any]) -> ToolRef:
     return _build(ToolRef, value, {"allow": _patterns, "deny": _patterns})
 
 
+def _server_tools(items: list[str | dict[str, Any]]) -> tuple[ToolRef, ...]:
+    return tuple(tool_ref_from_dict(item) for item in items)
+
+
 def tool_from_dict(
     value: dict[str, Any], *, source: Path | None = None, base_dir: Path | None = None, secrets: tuple[str, ...] = ()
 ) -> ToolSpec:
     """A ToolSpec from a validated tool document. A shell ``command`` string is split with ``shlex`` (kept whole
-    as the script when ``shell: true``, so its quoting survives); ``cwd`` resolves against ``base_dir``.
+    as the script when ``shell: true``, so its quoting survives); ``cwd`` resolves against ``base_dir``; an mcp
+    tool's ``tools`` entries become ToolRefs.
 
     Raises:
         ValueError: a shell command string that ``shlex`` cannot split (unbalanced quotes).
@@ -140,7 +145,8 @@ def tool_from_dict(
     return _build(
         ToolSpec,
         value,
-        {"timeout": float, "env": dict, "env_allow": tuple, "allow_hosts": tuple},
+        {"timeout": float, "env": dict, "env_allow": tuple, "allow_hosts": tuple, "headers": dict,
+         "startup_timeout": float, "tools": _server_tools},
         command=tuple(command),
         source=source,
         secrets=tuple(secrets),

@@ -2,7 +2,8 @@
 
 ``Toolbox.call(name, arguments)`` never raises for a tool's fault. In order it: finds the tool (unknown ->
 "invalid", naming the known tools and the closest); validates the arguments against the JSON Schema (failure ->
-"invalid", the tool does not run); applies the agent's ``allow``/``deny`` rules (-> "denied"); asks the approver
+"invalid", the tool does not run); applies the agent's ``allow``/``deny`` rules and a tool's own ``rules`` (an
+MCP server's per-tool entry) (-> "denied"); asks the approver
 for ``confirm`` tools (none -> "denied": "needs approval: run with --yes or in a terminal"); runs the tool;
 redacts the tool's secrets; and makes sure ``data`` has ``duration_s``, ``bytes`` and ``truncated``.
 """
@@ -48,7 +49,23 @@ def build_tool(spec: ToolSpec, workspace: Path | None = None) -> Tool:
         return HttpTool(spec)
     if spec.kind == "python":
         return PythonTool(spec)
+    if spec.kind == "mcp":
+        raise ToolError(f"tool {spec.name!r} is an MCP server, which gives several tools: use build_tools")
     raise ToolError(f"tool {spec.name!r}: unknown kind {spec.kind!r}")
+
+
+def build_tools(spec: ToolSpec, workspace: Path | None = None) -> list[Tool]:
+    """The runnable tools of ``spec``: one for every kind but ``mcp``, whose server is started (once per
+    process, shared) to list its allowlisted tools (:func:`thinkflow.tools.mcp.server_tools`).
+
+    Raises ToolError as :func:`build_tool` does, and when an MCP server does not start or lacks an allowlisted
+    tool.
+    """
+    if spec.kind == "mcp":
+        from thinkflow.tools.mcp import server_tools
+
+        return list(server_tools(spec))
+    return [build_tool(spec, workspace)]
 
 
 def _texts(value: Any) -> list[str]:
@@ -105,7 +122,8 @@ class Toolbox:
     @classmethod
     def from_agent(cls, agent: AgentSpec, *, approver: Approver | None = None) -> "Toolbox":
         """Build every tool the agent names (``agent.tools`` resolved through ``agent.tool_specs``); built-ins get
-        ``agent.workspace`` as root. Raises ToolError when a tool cannot be built."""
+        ``agent.workspace`` as root; an MCP server gives its allowlisted tools, each under the agent's rules for
+        the server. Raises ToolError when a tool cannot be built (an MCP server that does not start included)."""
         tools: dict[str, Tool] = {}
         refs: dict[str, ToolRef] = {}
         names = [ref.name for ref in agent.tools] or list(agent.tool_specs)
@@ -115,8 +133,13 @@ class Toolbox:
             spec = agent.tool_specs.get(name) or fallback.get(name)
             if spec is None:
                 raise ToolError(f"agent {agent.name!r} names tool {name!r}, which has no spec")
-            tools[name] = build_tool(spec, agent.workspace)
-            refs[name] = by_name.get(name, ToolRef(name=name))
+            ref = by_name.get(name, ToolRef(name=name))
+            for tool in build_tools(spec, agent.workspace):  # an MCP server's tools share its agent rules
+                if tool.spec.name in tools:
+                    raise ToolError(f"agent {agent.name!r}: tool name {tool.spec.name!r} is given twice (by "
+                                    f"{name!r}); give the MCP server a prefix")
+                tools[tool.spec.name] = tool
+                refs[tool.spec.name] = ref
         return cls(tools, refs, approver)
 
     def names(self) -> list[str]:
@@ -209,6 +232,12 @@ class Toolbox:
             denied = check_rules(ref, arguments, parameters)
         except re.error as exc:
             denied = f"denied: the agent's rule for '{name}' is not a valid regex ({exc})"
+        own = getattr(tool, "rules", None)  # an MCP server's per-tool rules, besides the agent's
+        if denied is None and own is not None:
+            try:
+                denied = check_rules(own, arguments, parameters)
+            except re.error as exc:
+                denied = f"denied: the rule for '{name}' in its tool file is not a valid regex ({exc})"
         if denied is not None:
             return ToolResult("denied", denied, base)
         if self.needs_confirm(name):

@@ -1,7 +1,7 @@
 """An MCP server for the test suite, written with the SDK's server side (``mcp.server.mcpserver.MCPServer``).
 
 Run as ``python demo_server.py stdio`` or ``python demo_server.py http PORT`` (streamable HTTP on 127.0.0.1).
-Tools: ``echo`` (text), ``stats`` (structured content), ``fail`` (an error result), ``hang`` (never returns),
+Tools: ``echo`` (text), ``stats`` (structured content), ``fail`` (an error result), ``hang`` (answers after an hour),
 ``crash`` (the server process exits mid-call), ``picture`` (an image and a resource link), ``child_pid`` (starts
 a background child in the server's process group and returns its pid).
 """
@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-server = MCPServer("demo")
+server = MCPServer("demo", log_level="WARNING")
 
 # A 1x1 PNG.
 PNG = bytes.fromhex(
@@ -45,9 +45,9 @@ def fail(reason: str) -> str:
 
 
 @server.tool()
-def hang(seconds: float = 3600) -> str:
-    """Sleep (blocking the server) for the given seconds."""
-    time.sleep(seconds)
+async def hang(seconds: float = 3600) -> str:
+    """Wait for the given seconds before answering (the server keeps serving other requests)."""
+    await anyio.sleep(seconds)
     return "woke up"
 
 
@@ -79,6 +79,6 @@ def env_value(name: str) -> str:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "http":
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]), log_level="WARNING")
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run()

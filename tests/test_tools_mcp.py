@@ -364,3 +364,20 @@ def test_agent_run_calls_mcp_tools_end_to_end(openai_server, tmp_path):
     returned = [e for e in read_trace(result.trace_path) if e["type"] == "tool_returned"]
     assert returned[0]["data"]["structured"] == {"count": 3, "sum": 9.0, "mean": 3.0}
     assert returned[1]["data"]["content"][0]["mime_type"] == "image/png"
+
+
+def test_repo_example_notes_server_probes_and_keeps_notes(tmp_path, monkeypatch):
+    from thinkflow.config.loader import load_agent
+    from thinkflow.tools.mcp.probe import probe_paths
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("NOTES_DB", str(tmp_path / "notes.sqlite3"))
+    agent = repo / "agents.d" / "note_taker.yaml"
+    assert probe_paths([agent, repo / "tools.d" / "notes.yaml"]) == []
+    box = Toolbox.from_agent(load_agent(agent))
+    assert box.names() == ["notes_add_note", "notes_search_notes", "notes_delete_note"]
+    assert box.needs_confirm("notes_delete_note") and not box.needs_confirm("notes_add_note")
+    assert box.call("notes_add_note", {"title": "demo", "body": "on Friday"}).data["structured"]["id"] == 1
+    found = box.call("notes_search_notes", {"query": "friday"})
+    assert found.data["structured"]["result"] == [{"id": 1, "title": "demo", "body": "on Friday"}]
+    assert box.call("notes_delete_note", {"id": 1}).status == "denied"  # confirm, and no approver

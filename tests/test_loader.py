@@ -329,7 +329,7 @@ parameters: {type: object, properties: {n: {type: integr}}}
 def test_unknown_kind_suggests_the_closest(tmp_path):
     f = write(tmp_path / "t.yaml", "version: 1\nname: f\ndescription: F.\nkind: htp\n")
     assert issues_of(load_tools, f) == [
-        f"{f}:4:7: kind: 'htp' is not one of 'python', 'shell', 'http' (did you mean 'http'?)"
+        f"{f}:4:7: kind: 'htp' is not one of 'python', 'shell', 'http', 'mcp' (did you mean 'http'?)"
     ]
 
 

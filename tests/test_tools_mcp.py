@@ -209,6 +209,42 @@ def test_agents_and_sub_agents_share_one_server(tmp_path):
     assert servers.connection(spec).starts == 1
 
 
+CTRL_C_SCRIPT = """
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from thinkflow.config.loader import load_tools
+from thinkflow.tools import Toolbox, build_tools
+box = Toolbox({t.spec.name: t for t in build_tools(load_tools(sys.argv[1])[0])})
+print(box.call("child_pid", {}).text, flush=True)
+try:
+    box.call("hang", {})
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def test_ctrl_c_during_a_call_kills_the_server_group(tmp_path):
+    import signal
+
+    path = stdio_tool(tmp_path, "timeout: 120\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "runner")}
+    proc = subprocess.Popen([sys.executable, "-c", CTRL_C_SCRIPT, str(path)], stdout=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        pid = int(proc.stdout.readline())
+        time.sleep(1.0)  # the hang call is under way
+        proc.send_signal(signal.SIGINT)
+        assert proc.stdout.readline().strip() == "interrupted"
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+    for _ in range(50):
+        if dead(pid):
+            break
+        time.sleep(0.1)
+    assert dead(pid)
+
+
 # --- streamable HTTP ------------------------------------------------------------------------------------------
 
 
@@ -241,11 +277,12 @@ def http_server():
 def test_http_server_tools_results_and_timeout(tmp_path, http_server, monkeypatch):
     monkeypatch.setenv("MCP_TOKEN", "tok-abcdef-123456")
     path = write_tool(tmp_path, f"name: remote\nurl: {http_server}\nheaders: {{Authorization: 'Bearer ${{MCP_TOKEN}}'}}\n"
-                      "tools: [echo, stats, fail, hang]\ntimeout: 1\n", "remote.yaml")
+                      "tools: [echo, stats, fail, hang, header]\ntimeout: 1\n", "remote.yaml")
     spec = load_tools(path)[0]
     assert "tok-abcdef-123456" in spec.secrets and "tok-abcdef-123456" not in repr(spec)
     box = box_of(path)
-    assert box.names() == ["echo", "stats", "fail", "hang"]
+    assert box.names() == ["echo", "stats", "fail", "hang", "header"]
+    assert box.call("header", {"name": "authorization"}).text == "Bearer ***"  # sent, and redacted when shown
     assert box.call("echo", {"text": "over http"}).text == "over http"
     assert box.call("stats", {"numbers": [2, 4]}).data["structured"]["mean"] == 3.0
     assert box.call("fail", {"reason": "r"}).status == "error"
@@ -329,6 +366,22 @@ def test_model_names_are_always_safe(prefix, name):
     shown = model_name(spec, name)
     assert shown and len(shown) <= 128
     assert all(c.isascii() and (c.isalnum() or c in "_.-") for c in shown)
+
+
+def test_descriptions_are_capped_and_bad_schemas_left_out():
+    from thinkflow.config.spec import ToolSpec
+    from thinkflow.tools.mcp.tool import McpTool, schema_problem
+
+    class Listed:
+        name, title, input_schema = "long/one", None, {"type": "object"}
+        description = "x" * 5000
+
+    tool = McpTool(ToolSpec(name="srv", description="d", kind="mcp", prefix="p_"), Listed())
+    assert tool.spec.name == "p_long_one" and tool.remote_name == "long/one" and tool.server == "srv"
+    assert len(tool.spec.description.encode()) <= 1024 and "truncated" in tool.spec.description
+    assert schema_problem({"type": "object", "properties": {"a": {"type": "strng"}}}) is not None
+    assert schema_problem({"type": "array"}) == "its input schema is not of type object"
+    assert schema_problem({"type": "object", "properties": {"a": {"type": "string"}}}) is None
 
 
 # --- an agent run end to end ----------------------------------------------------------------------------------

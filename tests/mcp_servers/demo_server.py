@@ -3,7 +3,7 @@
 Run as ``python demo_server.py stdio`` or ``python demo_server.py http PORT`` (streamable HTTP on 127.0.0.1).
 Tools: ``echo`` (text), ``stats`` (structured content), ``fail`` (an error result), ``hang`` (answers after an hour),
 ``crash`` (the server process exits mid-call), ``picture`` (an image and a resource link), ``child_pid`` (starts
-a background child in the server's process group and returns its pid).
+a background child in the server's process group and returns its pid), ``env_value``, ``header``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import Image, MCPServer
+from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("demo", log_level="WARNING")
@@ -75,6 +75,14 @@ def child_pid() -> int:
 def env_value(name: str) -> str:
     """The value of an environment variable of the server, or '(unset)'."""
     return os.environ.get(name, "(unset)")
+
+
+@server.tool()
+def header(name: str, ctx: Context) -> str:
+    """The value of an HTTP request header (streamable HTTP only), or '(none)'."""
+    request = ctx.request_context.request
+    headers = getattr(request, "headers", None)
+    return headers.get(name, "(none)") if headers is not None else "(none)"
 
 
 if __name__ == "__main__":

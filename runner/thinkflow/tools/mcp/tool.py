@@ -47,6 +47,16 @@ def schema_problem(schema: Any) -> str | None:
     return None
 
 
+def cap_description(text: str, cap: int = MAX_DESCRIPTION_BYTES) -> str:
+    """``text`` cut to at most ``cap`` UTF-8 bytes (the head, then `` [description truncated]``)."""
+    data = text.encode("utf-8")
+    if len(data) <= cap:
+        return text
+    marker = " [description truncated]"
+    head = data[: max(0, cap - len(marker))].decode("utf-8", errors="ignore").rstrip()
+    return head + marker
+
+
 class McpTool:
     """One tool of an MCP server.
 
@@ -69,7 +79,7 @@ class McpTool:
         description = (listed.description or listed.title or "").strip()
         if not description:
             description = f"{listed.name} (a tool of the MCP server '{server_spec.name}')"
-        description = cap_text(description, MAX_DESCRIPTION_BYTES)[0]
+        description = cap_description(description)
         confirm = server_spec.confirm if rules is None or rules.confirm is None else rules.confirm
         self.spec = dataclasses.replace(server_spec, name=model_name(server_spec, listed.name),
                                         description=description, parameters=self._schema, confirm=confirm,

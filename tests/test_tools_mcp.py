@@ -434,3 +434,35 @@ def test_repo_example_notes_server_probes_and_keeps_notes(tmp_path, monkeypatch)
     found = box.call("notes_search_notes", {"query": "friday"})
     assert found.data["structured"]["result"] == [{"id": 1, "title": "demo", "body": "on Friday"}]
     assert box.call("notes_delete_note", {"id": 1}).status == "denied"  # confirm, and no approver
+
+
+def test_validate_of_the_repo_imports_no_mcp():
+    repo = Path(__file__).resolve().parents[1]
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from thinkflow.cli import main\n"
+        f"r = CliRunner().invoke(main, ['validate', {str(repo / 'agents.d')!r}, {str(repo / 'tools.d')!r}])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(sorted(m for m in ('mcp', 'mcp_types', 'httpx2', 'thinkflow.tools.mcp') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(repo / "runner")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "[]\n"
+
+
+def test_run_with_a_server_that_does_not_start_is_a_config_error(tmp_path, monkeypatch):
+    from thinkflow.cli import main
+
+    write_tool(tmp_path, "name: broken\ncommand: [python, -c, 'import sys; sys.exit(7)']\n", "broken.yaml")
+    agent = tmp_path / "agent.yaml"
+    agent.write_text("version: 1\nname: user\nmodel: {name: openai/test, api_base: 'http://127.0.0.1:9', "
+                     "api_key: sk-x}\ntools: [broken]\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["run", str(agent), "hello", "--json"])
+    assert result.exit_code == 3
+    payload = json.loads(result.output.strip().splitlines()[-1])
+    assert payload["status"] == "config_error" and "MCP server 'broken'" in payload["error"]
+    assert "failed to start" in payload["error"]
+    assert running_servers() == []

@@ -46,6 +46,21 @@ _PID_SCRIPT = 'echo $$ > "$0"; exec "$@"'
 logging.getLogger("mcp").addHandler(logging.NullHandler())  # no SDK log line or traceback reaches the terminal
 
 
+def _kill_group_of(pidfile: Path | None) -> None:
+    """SIGKILL the process group whose leader's pid is in ``pidfile`` (no-op when there is none)."""
+    if pidfile is None:
+        return
+    try:
+        pgid = int(pidfile.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return
+    if pgid > 1:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 class CallFailed(Exception):
     """A call that did not produce a result: ``status`` is "timeout" or "error"; the message is the observation."""
 
@@ -148,6 +163,9 @@ class ServerConnection:
         server's process group. Never raises."""
         with self._lock:
             self._teardown(grace=grace)
+            if self._stderr is not None:
+                self._stderr.close()
+                self._stderr = None
 
     def kill(self) -> None:
         """SIGKILL a stdio server's whole process group (no-op for HTTP or when it is gone)."""
@@ -159,7 +177,7 @@ class ServerConnection:
                 pass
 
     def _teardown(self, grace: float) -> None:
-        task, stop, loop = self._task, self._stop, self._loop
+        task, stop = self._task, self._stop
         self._session = None
         if task is not None and not task.done():
             if grace <= 0:
@@ -177,7 +195,6 @@ class ServerConnection:
             except OSError:
                 pass
             self._pidfile = None
-        del loop
 
     @staticmethod
     async def _finish(task: asyncio.Task[None], stop: asyncio.Event | None, grace: float) -> None:
@@ -210,9 +227,12 @@ class ServerConnection:
 
         from thinkflow import __version__
 
+        pidfile: Path | None = None
         try:
             async with AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(self._transport(stack))
+                transport = self._transport(stack)
+                pidfile = self._pidfile
+                read, write = await stack.enter_async_context(transport)
                 session = await stack.enter_async_context(ClientSession(
                     read, write, message_handler=self._on_message,
                     client_info=mcp_types.Implementation(name="thinkflow", version=__version__)))
@@ -227,8 +247,9 @@ class ServerConnection:
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception) else ConnectionError("the start was cancelled"))
         finally:
-            self._session = None
-            self.kill()
+            if self._stop is stop:
+                self._session = None
+            _kill_group_of(pidfile)  # this start's group, never a later start's
 
     async def _list_tools(self, session: Any) -> list[Any]:
         import mcp_types

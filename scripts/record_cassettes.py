@@ -80,6 +80,10 @@ SCRIPTS: dict[tuple[str, str], list[Reply]] = {
              '"examples/sales.csv"}'),
         text("Thought: wc printed 321 as the line count.\nFinal Answer: examples/sales.csv has 321 lines."),
     ],
+    ("note_taker", "saves_a_note"): [
+        act("notes_add_note", {"title": "demo", "body": "The demo is on Friday."}, "Save it as a note."),
+        final("Saved: the demo is on Friday."),
+    ],
     ("openai_assistant", "native_tool_call"): [
         tool_calls([("calculator", {"expression": "3.5 * 4"}, "call_calc_1")]),
         text('{"result": 14}'),

@@ -12,17 +12,20 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from thinkflow.config.loader import load_tools, validate_paths
-from thinkflow.config.spec import ToolRef
-from thinkflow.errors import ToolError
-from thinkflow.tools import Toolbox, build_tools
-from thinkflow.tools.mcp import close_servers, running_servers
-from thinkflow.tools.mcp.results import to_tool_result
-from thinkflow.tools.mcp.tool import model_name
+pytest.importorskip("mcp")  # the 'mcp' extra
+
+from click.testing import CliRunner  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from thinkflow.config.loader import load_tools, validate_paths  # noqa: E402
+from thinkflow.config.spec import ToolRef  # noqa: E402
+from thinkflow.errors import ToolError  # noqa: E402
+from thinkflow.tools import Toolbox, build_tools  # noqa: E402
+from thinkflow.tools.mcp import close_servers, running_servers  # noqa: E402
+from thinkflow.tools.mcp.results import to_tool_result  # noqa: E402
+from thinkflow.tools.mcp.tool import model_name  # noqa: E402
 
 SERVER = Path(__file__).parent / "mcp_servers" / "demo_server.py"
 
@@ -466,3 +469,13 @@ def test_run_with_a_server_that_does_not_start_is_a_config_error(tmp_path, monke
     assert payload["status"] == "config_error" and "MCP server 'broken'" in payload["error"]
     assert "failed to start" in payload["error"]
     assert running_servers() == []
+
+
+def test_the_example_agent_test_replays_offline(tmp_path, monkeypatch):
+    from thinkflow.config.testfile import load_test_file
+    from thinkflow.testing.runner import TestRunner
+
+    monkeypatch.setenv("NOTES_DB", str(tmp_path / "notes.sqlite3"))
+    repo = Path(__file__).resolve().parents[1]
+    results = TestRunner(mode="replay").run_file(load_test_file(repo / "agents.d" / "note_taker.test.yaml"))
+    assert [r.passed for r in results] == [True], [r.first_failure for r in results]

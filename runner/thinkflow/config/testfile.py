@@ -186,8 +186,9 @@ def _judge_model(value: Any) -> JudgeModelSpec:
 
 
 def _agent_tools(agent_path: Path, env: Mapping[str, str]) -> tuple[set[str] | None, list[ConfigIssue]]:
-    """The tool names the agent and its sub-agents offer their models (tools, sub-agents, remember_fact), or None
-    when the agent does not load (with its issues)."""
+    """The tool names the agent and its sub-agents offer their models (tools, an MCP server's allowlisted tools with
+    its prefix, sub-agents, remember_fact), or None when the agent does not load (with its issues) or uses an MCP
+    server without an allowlist."""
     from thinkflow.config.loader import load_agent
 
     try:
@@ -197,6 +198,11 @@ def _agent_tools(agent_path: Path, env: Mapping[str, str]) -> tuple[set[str] | N
 
     def names_of(agent: Any) -> set[str]:
         names = set(agent.tool_specs) | {sub.name for sub in agent.agents}
+        for tool in agent.tool_specs.values():  # an MCP server: the names the model sees for its allowlist
+            if tool.kind == "mcp":
+                if not tool.tools:
+                    raise _AnyTool  # every tool the server lists: not known before it runs
+                names |= {tool.prefix + ref.name for ref in tool.tools}
         lt = agent.memory.long_term
         if lt is not None and "user_facts" in lt.remember:
             names.add("remember_fact")
@@ -204,7 +210,14 @@ def _agent_tools(agent_path: Path, env: Mapping[str, str]) -> tuple[set[str] | N
             names |= names_of(sub.spec)
         return names
 
-    return names_of(spec), []
+    try:
+        return names_of(spec), []
+    except _AnyTool:
+        return None, []
+
+
+class _AnyTool(Exception):
+    """An agent uses an MCP server without an allowlist, so its tool names are known only when the server runs."""
 
 
 def _assertions(check: _Checker, expect: dict[str, Any], base: PathKey,

@@ -1,7 +1,7 @@
 """A small notes server over MCP (stdio), kept in SQLite; used by ``tools.d/notes.yaml`` and
 ``agents.d/note_taker.yaml``. Written with the official SDK's server side (``MCPServer``, formerly FastMCP).
 
-Run by hand: ``python examples/notes_server.py`` (it speaks MCP on stdin/stdout). The database file is
+Run by hand: ``python tools.d/notes_server.py`` (it speaks MCP on stdin/stdout). The database file is
 ``$NOTES_DB`` (default ``.thinkflow/notes.sqlite3``, relative to the working directory).
 """
 

@@ -114,7 +114,9 @@ def test_json_style_with_schema_response_format(openai_server, tmp_path):
     assert result.answer == "5"
     first, second = openai_server.requests
     schema = first["response_format"]["json_schema"]["schema"]
-    assert schema["properties"]["action"]["enum"] == ["calculator", "final_answer"]
+    alternatives = schema["properties"]["actions"]["items"]["anyOf"]
+    assert [a["properties"]["action"]["const"] for a in alternatives] == ["final_answer", "calculator"]
+    assert alternatives[1]["properties"]["action_input"]["required"] == ["expression"]
     assert second["messages"][-1] == {"role": "user", "content": "Observation: 5"}
 
 

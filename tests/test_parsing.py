@@ -289,7 +289,8 @@ def test_json_no_action_object_is_format_failure():
     assert isinstance(action, ParseFailure)
     assert action.kind == "format"
     assert action.error == 'no JSON object with an "action" key was found'
-    assert '"action": "<one of: calculator, search, now, 计算器, final_answer>"' in action.message
+    assert '"actions": [{"action": "final_answer", "action_input": "<the answer>"}]' in action.message
+    assert "tools: calculator, search, now, 计算器" in action.message
 
 
 def test_json_style_accepts_react_final_answer():

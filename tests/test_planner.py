@@ -80,7 +80,8 @@ def test_plan_is_executed_in_order_and_the_final_answer_uses_step_results(openai
                              "user's task into at most 3 steps, in order.")
     assert "Tools:\n- calculator: " in system
     assert reqs[0]["messages"][1:] == [{"role": "user", "content": "Task: What is 17*23+9?"}]
-    assert "tools" not in reqs[0] and "response_format" not in reqs[0]
+    assert "tools" not in reqs[0]
+    assert reqs[0]["response_format"]["type"] == "json_schema"  # an OpenAI-compatible server takes a schema
     # 2. the steps, in order, each with the earlier results as context
     assert step_lines(reqs) == ["Now do step 1 of the plan: Compute 17*23", "Now do step 2 of the plan: Add 9 to that result"]
     assert reqs[1]["messages"][-1] == {"role": "user", "content": (

@@ -5,12 +5,17 @@ action with its arguments, each observation (shortened), timing and tokens, a sp
 warnings and style switches, and a closing summary line. Every text it shows passes the run's
 :class:`thinkflow.redaction.Redactor` first (streamed text too: the tail that could begin a secret is held back
 until the next piece shows whether it is one).
+Off a terminal (CI logs, ``make run > log``) there is
+no spinner: a line says when each step starts and a heartbeat line with the elapsed time follows every
+:data:`HEARTBEAT_S` seconds while the model is still working.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import threading
+import time
 from typing import Any, Iterable
 
 from rich.console import Console
@@ -24,6 +29,7 @@ from thinkflow.text import clip
 OBSERVATION_CHARS = 400
 OBSERVATION_LINES = 8
 THOUGHT_CHARS = 600
+HEARTBEAT_S = 30.0  # seconds between "still thinking" lines off a terminal
 
 STATUS_STYLE = {
     "completed": "green",
@@ -111,15 +117,17 @@ class LiveView:
     """
 
     def __init__(self, console: Console | None = None, *, quiet: bool = False, stream: bool = False,
-                 redactor: Redactor | None = None):
+                 redactor: Redactor | None = None, heartbeat_s: float = HEARTBEAT_S):
         self.console = console or Console(stderr=True)
         self.quiet = quiet
         self.stream = stream
         self.redactor = redactor if redactor is not None else Redactor.for_run()
+        self.heartbeat_s = heartbeat_s
         self._pending = ""  # streamed text not shown yet: it may end with the start of a secret
         self._status = None
         self._streaming = False
         self._step_started: dict[int, float] = {}
+        self._beat: threading.Event | None = None
 
     # ---------------------------------------------------------------------------------------------- spinner
     def _spin(self, text: str) -> None:
@@ -127,11 +135,30 @@ class LiveView:
         if self.console.is_terminal:
             self._status = self.console.status(text, spinner="dots")
             self._status.start()
+        else:
+            self.console.print(f"[dim]{escape(text)}[/]")
+            self._heartbeat(text.rstrip("…. "))
+
+    def _heartbeat(self, label: str) -> None:
+        """Off a terminal: a daemon thread prints ``<label> · 30 s`` every ``heartbeat_s`` seconds until the
+        spinner stops."""
+        stop = threading.Event()
+        self._beat = stop
+        started = time.monotonic()
+
+        def beat() -> None:
+            while not stop.wait(self.heartbeat_s):
+                self.console.print(f"[dim]{escape(label)} · {time.monotonic() - started:.0f} s[/]")
+
+        threading.Thread(target=beat, name="thinkflow-heartbeat", daemon=True).start()
 
     def _stop_spin(self) -> None:
         if self._status is not None:
             self._status.stop()
             self._status = None
+        if self._beat is not None:
+            self._beat.set()
+            self._beat = None
 
     def _end_stream(self) -> None:
         if self._streaming:
@@ -295,7 +322,7 @@ def render_trace(events: Iterable[dict[str, Any]], console: Console, *, full: bo
         kind = e.get("type")
         if kind == "run_started":
             table = Table.grid(padding=(0, 2))
-            for key in ("run_id", "agent", "model", "style", "session", "task"):
+            for key in ("run_id", "agent", "model", "style", "style_reason", "session", "task"):
                 if e.get(key):
                     table.add_row(f"[bold]{key}[/]", escape(str(e[key])))
             if e.get("notice"):

@@ -200,11 +200,12 @@ class LiteLLMClient:
 
     # capabilities -----------------------------------------------------------------------------------------------------
     def capabilities(self) -> Capabilities:
-        """What LiteLLM knows the main model supports (cached). The embedded model reports JSON schema (llama.cpp
-        grammar-constrained output) and JSON mode but no native function calling (its tool calls come back as JSON
-        text). Unknown models report False for what LiteLLM does not list."""
+        """What the main model supports (cached for the client's life, so once per run; see
+        :func:`~thinkflow.model.providers.capabilities_of`): Ollama's ``/api/show``, native tool calls on
+        OpenAI-compatible servers the user runs, LiteLLM's model map otherwise. The embedded model reports JSON
+        schema (llama.cpp grammar-constrained output) and JSON mode but no native function calling."""
         if self._caps is None:
-            self._caps = capabilities_of(self.model)
+            self._caps = capabilities_of(self.model, self.spec.api_base)
         return self._caps
 
     # token counting ---------------------------------------------------------------------------------------------------

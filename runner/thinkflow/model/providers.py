@@ -10,10 +10,15 @@ under which names (LiteLLM's ``validate_environment``, so ThinkFlow checks exact
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 OLLAMA_PROVIDERS = ("ollama", "ollama_chat")
+OLLAMA_DEFAULT_BASE = "http://127.0.0.1:11434"
+#: providers that speak the OpenAI chat API on a server the user runs, which implements ``tools``
+OPENAI_COMPATIBLE = ("hosted_vllm", "litellm_proxy", "lm_studio", "llamafile", "openai_like")
+OLLAMA_SHOW_TIMEOUT = 5.0  # seconds; /api/show reads the model's metadata, it does not load the model
 
 OPENAI_KEY_VAR = "OPENAI_API_KEY"
 """The key LiteLLM sends to OpenAI-compatible servers (``openai/...`` with ``api_base``)."""
@@ -35,7 +40,8 @@ class Capabilities:
     function_calling: bool
     json_schema: bool
     json_mode: bool
-
+    reason: str = field(default="", compare=False)
+    """Where these facts come from, in words (recorded in the trace's ``style_chosen`` event)."""
 
 
 def load_litellm() -> Any:
@@ -130,11 +136,75 @@ def model_prefix(model: str) -> str:
     return model.split("/", 1)[0] if "/" in model else "openai"
 
 
-def capabilities_of(model: str) -> Capabilities:
-    """What LiteLLM's model map says ``model`` supports (``local/...``: JSON schema and JSON mode, no native tool
-    calls); False for whatever it does not list."""
+_OLLAMA_SHOW: dict[tuple[str, str], list[str] | None] = {}
+_OLLAMA_LOCK = threading.Lock()
+
+
+def ollama_capabilities(model: str, api_base: str | None = None) -> list[str] | None:
+    """The ``capabilities`` list Ollama's ``POST /api/show`` reports for ``model`` (``["completion", "tools"]``),
+    or None when the server does not answer, answers an error or has no such field (Ollama before 0.6).
+
+    Asked once per ``(api_base, model)`` in a process and cached (also a failure). ``model`` may carry the
+    ``ollama/`` or ``ollama_chat/`` prefix. Source: Ollama API docs, "Show Model Information".
+    """
+    name = model.split("/", 1)[1] if model_prefix(model) in OLLAMA_PROVIDERS else model
+    base = (api_base or os.environ.get("OLLAMA_API_BASE") or OLLAMA_DEFAULT_BASE).rstrip("/")
+    key = (base, name)
+    with _OLLAMA_LOCK:
+        if key in _OLLAMA_SHOW:
+            return _OLLAMA_SHOW[key]
+        found: list[str] | None = None
+        try:
+            import httpx
+
+            response = httpx.post(f"{base}/api/show", json={"model": name}, timeout=OLLAMA_SHOW_TIMEOUT)
+            if response.status_code == 200:
+                caps = response.json().get("capabilities")
+                if isinstance(caps, list):
+                    found = [str(c) for c in caps]
+        except Exception:  # noqa: BLE001 - no answer: the caller falls back to what LiteLLM knows
+            found = None
+        _OLLAMA_SHOW[key] = found
+        return found
+
+
+def capabilities_of(model: str, api_base: str | None = None) -> Capabilities:
+    """What ``model`` supports, with the reason in :attr:`Capabilities.reason`:
+
+    * ``local/...`` (the embedded llama.cpp server): JSON schema (grammar-constrained) and JSON mode, no native
+      tool calls.
+    * Ollama (``ollama/``, ``ollama_chat/``): the server's ``/api/show`` ``capabilities`` (see
+      :func:`ollama_capabilities`): native tool calls when ``tools`` is listed; JSON schema (LiteLLM sends it as
+      Ollama's ``format``). When the server does not say, LiteLLM's model map decides tool calls.
+    * A server the user runs that speaks the OpenAI API (``openai/<name>`` with ``api_base``, ``hosted_vllm/``,
+      ``litellm_proxy/``, ...): native tool calls, JSON schema and JSON mode, since such servers implement them
+      (a malformed reply still switches the style; see :mod:`thinkflow.reply.styles`).
+    * Anything else: LiteLLM's model map; False for whatever it does not list.
+    No network except Ollama's ``/api/show`` (once per model and server).
+    """
     if model.startswith("local/"):
-        return Capabilities(function_calling=False, json_schema=True, json_mode=True)
+        return Capabilities(function_calling=False, json_schema=True, json_mode=True,
+                            reason="embedded llama.cpp server: grammar-constrained JSON output")
+    prefix = model_prefix(model) if "/" in model else ""
+    if prefix in OLLAMA_PROVIDERS:
+        listed = ollama_capabilities(model, api_base)
+        if listed is not None:
+            tools = "tools" in listed
+            return Capabilities(function_calling=tools, json_schema=True, json_mode=True,
+                                reason=f"Ollama /api/show capabilities: {', '.join(listed) or '(none)'}")
+        known = _litellm_capabilities(model)
+        return Capabilities(function_calling=known.function_calling, json_schema=True, json_mode=True,
+                            reason="Ollama /api/show gave no capabilities; tool calls as LiteLLM's model map says")
+    if prefix in OPENAI_COMPATIBLE or (prefix == "openai" and api_base):
+        return Capabilities(function_calling=True, json_schema=True, json_mode=True,
+                            reason=f"OpenAI-compatible server ({prefix}{' at ' + api_base if api_base else ''}) "
+                            "implements tools")
+    known = _litellm_capabilities(model)
+    return known
+
+
+def _litellm_capabilities(model: str) -> Capabilities:
+    """What LiteLLM's bundled model map says about ``model``."""
     litellm = load_litellm()
 
     def ask(fn: Callable[[], Any]) -> Any:
@@ -144,8 +214,13 @@ def capabilities_of(model: str) -> Capabilities:
             return None
 
     params = ask(lambda: litellm.get_supported_openai_params(model=model)) or []
+    function_calling = bool(ask(lambda: litellm.supports_function_calling(model=model)))
+    json_schema = bool(ask(lambda: litellm.supports_response_schema(model=model)))
+    listed = [name for name, ok in (("function calling", function_calling), ("JSON schema", json_schema)) if ok]
     return Capabilities(
-        function_calling=bool(ask(lambda: litellm.supports_function_calling(model=model))),
-        json_schema=bool(ask(lambda: litellm.supports_response_schema(model=model))),
+        function_calling=function_calling,
+        json_schema=json_schema,
         json_mode="response_format" in params,
+        reason=f"LiteLLM's model map lists {' and '.join(listed) if listed else 'neither function calling nor JSON schema'}"
+        f" for {model}",
     )

@@ -156,21 +156,22 @@ def expected_format(style: Style, tool_names: Sequence[str]) -> str:
     """The exact reply format the parser expects in ``style``, naming the tools."""
     names = ", ".join(tool_names) or "(no tools)"
     if style == "json":
+        tools = ", ".join(tool_names) or "(no tools)"
         return (
-            "Reply with exactly one JSON object and nothing else:\n"
-            '{"thought": "<your reasoning>", "action": "<one of: ' + ", ".join([*tool_names, FINAL_ACTION]) + '>", '
-            '"action_input": <a JSON object with the tool\'s arguments, or the answer text when the action is '
-            '"final_answer">}'
+            "Reply with exactly one JSON object and nothing else. To answer (also when no tool fits the question):\n"
+            '{"thought": "<your reasoning>", "actions": [{"action": "final_answer", "action_input": "<the answer>"}]}\n'
+            "To use tools (one or several calls at once; tools: " + tools + "):\n"
+            '{"thought": "<your reasoning>", "actions": [{"action": "<tool name>", "action_input": {<its arguments>}}]}'
         )
     if style == "react":
         return (
             "Use exactly this format:\n"
             "Thought: <your reasoning>\n"
-            f"Action: <one tool name, one of: {names}>\n"
-            "Action Input: <a JSON object with the tool's arguments>\n"
-            "or, when you know the answer:\n"
+            "Final Answer: <the answer, when you know it or no tool fits the question>\n"
+            "or, to use a tool:\n"
             "Thought: <your reasoning>\n"
-            "Final Answer: <the answer>"
+            f"Action: <one tool name, one of: {names}>\n"
+            "Action Input: <a JSON object with the tool's arguments>"
         )
     return f"Call one of the tools ({names}) through the function-calling interface, or reply with the final answer as plain text."
 

@@ -11,7 +11,8 @@ first that yields an action:
    tool (``None``, ``N/A``, empty) are a :class:`ParseFailure` reminding how to give the final answer.
 3. Empty: no text and no tool calls -> :class:`ParseFailure` with ``kind="empty"``.
 4. The style's own format:
-   - ``json``: the first JSON object holding an ``"action"`` key, looking in fenced blocks (```json, ```, ~~~)
+   - ``json``: the first JSON object holding an ``"action"`` key or an ``"actions"`` list (every item an
+     ``{"action", "action_input"}``; the tool calls run like native parallel calls), looking in fenced blocks (```json, ```, ~~~)
      first, then at every ``{`` of the text in order. Objects are decoded with ``json.JSONDecoder().raw_decode``
      (so prose after the object, braces and backticks inside strings are fine); only when no object decodes
      strictly is near-JSON repaired with ``json_repair`` (never a cut-off object: a guess would invent values).
@@ -125,6 +126,8 @@ def _tool_call_shapes(value: Any) -> list[tuple[str, Any]] | None:
         return None
     if isinstance(value.get("tool_calls"), list):
         return _tool_call_shapes(value["tool_calls"])
+    if isinstance(value.get("actions"), list) and "action" not in value:
+        return _tool_call_shapes(value["actions"])
     fn = value.get("function")
     if isinstance(fn, dict) and isinstance(fn.get("name"), str):
         return [(fn["name"], fn.get("arguments", fn.get("parameters")))]
@@ -250,16 +253,59 @@ def _final_from_input(value: Any, thought: str) -> FinalAnswer:
     return FinalAnswer(str(value), thought=thought, data=value)
 
 
+def _is_action_object(value: Any) -> bool:
+    return isinstance(value, dict) and ("action" in value or isinstance(value.get("actions"), list))
+
+
 def _parse_json_action(body: str, objects: JsonObjects, style: Style, tools: Mapping[str, Any],
                        reasoning: str) -> Action | None:
     names = list(tools)
-    found = next((f for f in objects if isinstance(f.value, dict) and "action" in f.value), None)
+    found = next((f for f in objects if _is_action_object(f.value)), None)
     if found is None:
-        found = next((f for f in repair_objects(body, objects.notes) if "action" in f.value), None)
+        found = next((f for f in repair_objects(body, objects.notes) if _is_action_object(f.value)), None)
     if found is None:
         return None
     obj = found.value
     thought = "\n".join(t for t in (reasoning, as_text(obj.get("thought")).strip()) if t)
+    if isinstance(obj.get("actions"), list) and "action" not in obj:
+        return _parse_json_actions(obj["actions"], style, tools, thought)
+    return _parse_one_json_action(obj, style, tools, thought)
+
+
+def _parse_json_actions(items: list, style: Style, tools: Mapping[str, Any], thought: str) -> Action:
+    """The list form ``{"thought", "actions": [{"action", "action_input"}, ...]}``: every tool call in order
+    (run like native parallel calls; a call whose input does not decode keeps its error and is not run); a
+    ``final_answer`` item finishes only when the list holds no tool call."""
+    names = list(tools)
+    calls: list[ToolCall] = []
+    errors: dict[str, str] = {}
+    final: FinalAnswer | None = None
+    for item in items:
+        if not isinstance(item, dict):
+            return failure(style, names, 'each item of "actions" must be an object with "action" and '
+                           '"action_input"', thought=thought)
+        one = _parse_one_json_action(item, style, tools, thought)
+        if isinstance(one, FinalAnswer):
+            final = final or one
+        elif isinstance(one, ToolAction):
+            calls.extend(one.calls)
+            errors.update(one.errors)
+        elif len(items) == 1:
+            return one
+        else:
+            call = ToolCall(new_call_id(), match_tool_name(as_text(item.get("action")), names), {})
+            calls.append(call)
+            errors[call.id] = one.error
+    if calls:
+        return ToolAction(tuple(calls), thought=thought, errors=errors, source="json")
+    if final is not None:
+        return final
+    return failure(style, names, '"actions" is empty: give at least one action (a tool or final_answer)',
+                   thought=thought)
+
+
+def _parse_one_json_action(obj: dict, style: Style, tools: Mapping[str, Any], thought: str) -> Action:
+    names = list(tools)
     action = obj.get("action")
     if isinstance(action, dict):  # {"action": {"name": ..., "arguments": ...}}
         shapes = _tool_call_shapes(action) or _tool_call_shapes({"function": action})

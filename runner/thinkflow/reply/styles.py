@@ -1,15 +1,16 @@
-"""Action styles: which one a run starts with, which one it falls back to, and what each sends to the model.
+"""Action styles: which one a run starts with (and why), which one it falls back to, and what each sends.
 
-``native`` sends the tools as function definitions; ``json`` asks for one JSON object per reply (sent as
-``response_format`` where the provider supports it); ``react`` asks for labelled text and stops at
-``Observation:``. ``auto`` starts with the best style the model supports and, after
-:data:`MALFORMED_BEFORE_SWITCH` malformed replies in a row, moves along :data:`NEXT_STYLE`.
+``native`` sends the tools as function definitions; ``json`` asks for one JSON object per reply holding a list of
+actions (sent as a ``response_format`` JSON schema where the provider supports it, so a grammar-constrained
+server such as llama.cpp cannot produce a malformed call); ``react`` asks for labelled text and stops at
+``Observation:``. ``auto`` starts with native when the model supports tool calls, else json -- never react --
+and, after :data:`MALFORMED_BEFORE_SWITCH` malformed replies in a row, moves along :data:`NEXT_STYLE`.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from thinkflow.reply.actions import FINAL_ACTION
 from thinkflow.model.messages import Message
@@ -17,31 +18,159 @@ from thinkflow.model.messages import Message
 NEXT_STYLE = {"native": "json", "json": "react"}
 MALFORMED_BEFORE_SWITCH = 2
 REACT_STOP = ("Observation:",)
+#: most actions one json reply may carry (parallel calls such as "the weather in Oslo and in Bergen")
+MAX_JSON_ACTIONS = 8
+
+#: JSON Schema keywords llama.cpp's json-schema-to-grammar turns into grammar rules (grammars/README.md,
+#: common/json-schema-to-grammar.cpp); annotations (description, title, default, examples) are dropped as they
+#: constrain nothing.
+GRAMMAR_KEYWORDS = frozenset({
+    "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf", "oneOf",
+    "minItems", "maxItems", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum",
+})
+#: keywords the conversion cannot express (or gets wrong): a tool whose schema uses one gets the loose schema
+UNEXPRESSIBLE = frozenset({
+    "$ref", "$defs", "definitions", "allOf", "not", "if", "then", "else", "dependentSchemas",
+    "dependentRequired", "patternProperties", "prefixItems", "contains", "minContains", "maxContains",
+    "propertyNames", "unevaluatedProperties", "unevaluatedItems", "$anchor", "$dynamicRef",
+})
+GRAMMAR_FORMATS = frozenset({"date", "time", "date-time", "uuid"})
+_ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$schema", "$id", "$comment",
+                          "deprecated", "readOnly", "writeOnly"})
+
+
+class Unexpressible(ValueError):
+    """A JSON Schema that llama.cpp's schema-to-grammar conversion cannot express faithfully."""
 
 
 def choose_style(style: str, capabilities: Any) -> str:
-    """The style to start with: ``style`` itself unless "auto"; then native when the model supports function
-    calling, json when it supports JSON-schema output, else react."""
+    """The style to start with (see :func:`pick_style`)."""
+    return pick_style(style, capabilities)[0]
+
+
+def pick_style(style: str, capabilities: Any) -> tuple[str, str]:
+    """``(style, reason)``: ``style`` itself unless "auto"; then native when the model supports tool calls,
+    else json (schema-constrained when the provider supports JSON schema, JSON mode or plain text otherwise) --
+    never react, which only a run of malformed replies reaches. ``reason`` says why in words (for the trace)."""
+    facts = getattr(capabilities, "reason", "") or "capabilities unknown"
     if style != "auto":
-        return style
+        return style, f"loop.style is {style}"
     if getattr(capabilities, "function_calling", False):
-        return "native"
+        return "native", f"the model supports tool calls ({facts})"
     if getattr(capabilities, "json_schema", False):
-        return "json"
-    return "react"
+        return "json", f"no native tool calls; JSON-schema output constrains each action ({facts})"
+    if getattr(capabilities, "json_mode", False):
+        return "json", f"no native tool calls and no JSON schema; JSON mode ({facts})"
+    return "json", f"no native tool calls known; json actions in text ({facts})"
 
 
-def json_action_schema(tool_names: Sequence[str]) -> dict[str, Any]:
-    """The JSON Schema of one json-style reply: ``{"thought", "action" (enum: tools + final_answer),
-    "action_input"}``."""
+# --------------------------------------------------------------------------------------------------------------
+# The json style's schema
+
+
+def grammar_schema(schema: Any, *, depth: int = 0) -> dict[str, Any]:
+    """``schema`` reduced to what llama.cpp's schema-to-grammar conversion honours.
+
+    Annotations and keywords that only narrow what is valid (``uniqueItems``, ``multipleOf``, an unanchored
+    ``pattern``, a ``format`` other than date/time/date-time/uuid, bounds on a non-integer) are dropped: the
+    grammar then allows a little more, and the toolbox still validates every call against the full schema.
+    Objects with ``properties`` and no ``additionalProperties`` get ``additionalProperties: false``, so the model
+    cannot invent keys. Raises Unexpressible for :data:`UNEXPRESSIBLE` keywords, ``properties`` mixed with
+    ``anyOf``/``oneOf`` in one schema (llama.cpp issue 7703), or nesting deeper than 8.
+    """
+    if schema is True or schema == {}:
+        return {}
+    if not isinstance(schema, Mapping) or depth > 8:
+        raise Unexpressible("not a schema object" if depth <= 8 else "nested deeper than 8")
+    bad = UNEXPRESSIBLE.intersection(schema)
+    if bad:
+        raise Unexpressible(f"uses {', '.join(sorted(bad))}")
+    if "properties" in schema and ("anyOf" in schema or "oneOf" in schema):
+        raise Unexpressible("mixes properties with anyOf/oneOf")
+    out: dict[str, Any] = {}
+    types = schema.get("type")
+    integer_only = types == "integer"
+    for key, value in schema.items():
+        if key in _ANNOTATIONS or key not in GRAMMAR_KEYWORDS:
+            continue
+        if key == "properties":
+            if not isinstance(value, Mapping):
+                raise Unexpressible("properties is not an object")
+            out[key] = {str(k): grammar_schema(v, depth=depth + 1) for k, v in value.items()}
+        elif key == "items":
+            out[key] = grammar_schema(value, depth=depth + 1)
+        elif key in ("anyOf", "oneOf"):
+            if not isinstance(value, list) or not value:
+                raise Unexpressible(f"{key} is not a non-empty list")
+            out[key] = [grammar_schema(v, depth=depth + 1) for v in value]
+        elif key == "additionalProperties":
+            out[key] = value if isinstance(value, bool) else grammar_schema(value, depth=depth + 1)
+        elif key == "pattern":
+            if isinstance(value, str) and value.startswith("^") and value.endswith("$"):
+                out[key] = value
+        elif key == "format":
+            if value in GRAMMAR_FORMATS:
+                out[key] = value
+        elif key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            if integer_only and isinstance(value, int) and not isinstance(value, bool):
+                out[key] = value
+        else:
+            out[key] = value
+    if "properties" in out and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
+
+
+def _tool_alternative(name: str, parameters: Any) -> tuple[dict[str, Any], bool]:
+    """The schema of one action calling tool ``name`` and whether it is constrained (False: loose input)."""
+    try:
+        params = grammar_schema(parameters or {"type": "object"})
+        if params.get("type") not in (None, "object"):
+            raise Unexpressible("the parameters are not an object")
+        params.setdefault("type", "object")
+        constrained = True
+    except Unexpressible:
+        params, constrained = {"type": "object"}, False
+    return ({
+        "type": "object",
+        "properties": {"action": {"const": name}, "action_input": params},
+        "required": ["action", "action_input"],
+        "additionalProperties": False,
+    }, constrained)
+
+
+def json_action_schema(tools: Sequence[str] | Mapping[str, Any], *, output_schema: Any = None) -> dict[str, Any]:
+    """The JSON Schema of one json-style reply::
+
+        {"thought": "...", "actions": [{"action": "final_answer", "action_input": "<the answer>"}]}
+        {"thought": "...", "actions": [{"action": "<tool>", "action_input": {<that tool's arguments>}}, ...]}
+
+    ``actions`` holds 1..:data:`MAX_JSON_ACTIONS` items, each one alternative of an ``anyOf``: ``final_answer``
+    first (its input a string, or any JSON value when the agent has an ``output_schema``), then one per tool whose
+    ``action_input`` is that tool's parameter schema reduced by :func:`grammar_schema` (a tool whose schema
+    cannot be expressed gets a free JSON object). ``tools``: names -> parameter schemas (or a list of names, all
+    loose).
+    """
+    schemas = dict(tools) if isinstance(tools, Mapping) else {name: None for name in tools}
+    final = {
+        "type": "object",
+        "properties": {"action": {"const": FINAL_ACTION},
+                       "action_input": {} if output_schema is not None else {"type": "string"}},
+        "required": ["action", "action_input"],
+        "additionalProperties": False,
+    }
+    alternatives = [final]
+    alternatives += [_tool_alternative(name, parameters)[0] for name, parameters in schemas.items()]
     return {
         "type": "object",
         "properties": {
             "thought": {"type": "string"},
-            "action": {"type": "string", "enum": [*tool_names, FINAL_ACTION]},
-            "action_input": {},
+            "actions": {"type": "array", "items": {"anyOf": alternatives}, "minItems": 1,
+                        "maxItems": MAX_JSON_ACTIONS},
         },
-        "required": ["thought", "action", "action_input"],
+        "required": ["thought", "actions"],
+        "additionalProperties": False,
     }
 
 
@@ -62,10 +191,10 @@ def textualize(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
-def style_kwargs(style: str, toolbox: Any, client: Any) -> dict[str, Any]:
+def style_kwargs(style: str, toolbox: Any, client: Any, *, output_schema: Any = None) -> dict[str, Any]:
     """The ``complete()`` keyword arguments of ``style``: ``tools`` (native, when there are tools),
-    ``response_format`` (json: a json_schema format when the model supports it, else JSON mode when supported) or
-    ``stop`` (react)."""
+    ``response_format`` (json: the :func:`json_action_schema` of the toolbox's tools when the model supports JSON
+    schema, else JSON mode when supported) or ``stop`` (react)."""
     kwargs: dict[str, Any] = {}
     if style == "native" and len(toolbox):
         kwargs["tools"] = toolbox.definitions()
@@ -75,9 +204,11 @@ def style_kwargs(style: str, toolbox: Any, client: Any) -> dict[str, Any]:
         except Exception:  # noqa: BLE001
             caps = None
         if getattr(caps, "json_schema", False):
+            schemas = {d["name"]: d.get("parameters") for d in toolbox.describe()}
             kwargs["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": "agent_action", "schema": json_action_schema(toolbox.names())},
+                "json_schema": {"name": "agent_action",
+                                "schema": json_action_schema(schemas, output_schema=output_schema)},
             }
         elif getattr(caps, "json_mode", False):
             kwargs["response_format"] = {"type": "json_object"}

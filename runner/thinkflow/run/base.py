@@ -107,6 +107,8 @@ class RunBase:
         timeout = self.loop_spec.timeout
         self.deadline = self.started + timeout if timeout else None
         self.style = ""
+        self.style_reason = ""
+        self.caps: Any = None
         self._handler_failed = False
 
     # ------------------------------------------------------------------------------------------------ events
@@ -231,10 +233,14 @@ class RunBase:
         return self.session.history()
 
     def _announce(self, limits: dict[str, Any], history: int) -> None:
-        """Emit ``run_started`` and the session's load warnings."""
+        """Emit ``run_started`` (with the style's reason and the capabilities behind it) and the session's load
+        warnings."""
+        caps = self.caps
+        known = {k: bool(getattr(caps, k, False)) for k in ("function_calling", "json_schema", "json_mode")}
         self.emit(ev.RunStarted(
             run_id=self.run_id, agent=self.spec.name, task=self.task, model=str(getattr(self.client, "model", "")),
-            style=self.style, session=self.session.name if self.session is not None else None,
+            style=self.style, style_reason=self.style_reason, capabilities=known if caps is not None else {},
+            session=self.session.name if self.session is not None else None,
             trace_path=str(self.trace_path) if self.trace else None, notice=getattr(self.agent, "notice", None),
             history=history, limits=limits,
         ))

@@ -67,9 +67,11 @@ def _now() -> float:
 
 @dataclass
 class RunStarted(Event):
-    """A run began. ``style`` is the action style in force ("native", "json", "react"); ``notice`` is the model
-    resolution note ("using the embedded local model ..."), or None; ``history`` how many messages came from the
-    session."""
+    """A run began. ``style`` is the action style in force ("native", "json", "react") and ``style_reason`` why
+    it was chosen (``loop.style``, or the source of the model's capabilities: Ollama's /api/show, an
+    OpenAI-compatible server, LiteLLM's model map); ``capabilities`` holds ``function_calling``, ``json_schema``
+    and ``json_mode`` when they were asked; ``notice`` is the model resolution note ("using the embedded local
+    model ..."), or None; ``history`` how many messages came from the session."""
 
     type: ClassVar[str] = "run_started"
     run_id: str = ""
@@ -77,6 +79,8 @@ class RunStarted(Event):
     task: str = ""
     model: str = ""
     style: str = ""
+    style_reason: str = ""
+    capabilities: dict[str, bool] = field(default_factory=dict)
     session: str | None = None
     trace_path: str | None = None
     notice: str | None = None

@@ -20,8 +20,8 @@ carries the best partial answer. The trace and the session are saved whatever th
 
 Action styles: ``native`` (tools sent as function definitions), ``json`` (one JSON object per reply; the JSON
 schema is sent as ``response_format`` where the provider supports it), ``react`` (text with ``Observation:`` as a
-stop sequence). ``auto`` picks native when the model supports function calling, else json when it supports JSON
-schema output, else react, and after two malformed replies in a row switches native -> json -> react for the rest
+stop sequence). ``auto`` picks native when the model supports function calling, else json (never react; the choice and its
+reason are the trace's ``style_chosen`` event), and after two malformed replies in a row switches native -> json -> react for the rest
 of the run.
 """
 
@@ -38,7 +38,7 @@ from thinkflow.prompting.templates import render_agent_prompt, render_builtin
 from thinkflow.reply.actions import Action, FinalAnswer, ParseFailure, ToolAction
 from thinkflow.reply.final_output import MAX_OUTPUT_REPAIRS, check_output, repair_request
 from thinkflow.reply.parsing import parse_reply
-from thinkflow.reply.styles import MALFORMED_BEFORE_SWITCH, NEXT_STYLE, choose_style, style_kwargs, textualize
+from thinkflow.reply.styles import MALFORMED_BEFORE_SWITCH, NEXT_STYLE, pick_style, style_kwargs, textualize
 from thinkflow.run import events as ev
 from thinkflow.run.answer_files import MAX_FILE_CHECKS, missing_files, missing_files_request
 from thinkflow.run.base import RunBase, RunResult
@@ -136,7 +136,8 @@ class _Run(RunBase):
                 caps = self.client.capabilities()
             except Exception:  # noqa: BLE001 - unknown capabilities: the text styles always work
                 caps = None
-        self.style = choose_style(self.loop_spec.style, caps)
+        self.caps = caps
+        self.style, self.style_reason = pick_style(self.loop_spec.style, caps)
         self.session_history = self._load_session()
         self.toolbox.start_run(RunInfo(run_id=self.run_id, agent=self.spec.name,
                                        session=self.session.name if self.session is not None else None))
@@ -224,7 +225,7 @@ class _Run(RunBase):
 
     # ------------------------------------------------------------------------------------------------ model
     def _model_kwargs(self) -> dict[str, Any]:
-        kwargs = style_kwargs(self.style, self.toolbox, self.client)
+        kwargs = style_kwargs(self.style, self.toolbox, self.client, output_schema=self.spec.output_schema)
         if self.stream:
             step = self.step
             kwargs["on_text"] = lambda piece: self.emit(ev.TextDelta(step=step, text=piece))

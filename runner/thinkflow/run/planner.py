@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 
 from thinkflow.model.messages import Message, ModelReply
 from thinkflow.prompting.templates import render_agent_prompt
-from thinkflow.reply.styles import choose_style
+from thinkflow.reply.styles import pick_style
 from thinkflow.run import events as ev
 from thinkflow.run import loop
 from thinkflow.run.base import RunBase, RunResult
@@ -171,7 +171,7 @@ class _PlannedRun(RunBase):
         except Exception:  # noqa: BLE001 - unknown capabilities: plan from text
             caps = None
         self.caps = caps
-        self.style = choose_style(self.loop_spec.style, caps)
+        self.style, self.style_reason = pick_style(self.loop_spec.style, caps)
         self.history = self._load_session()
         limits = self._limits(self.max_steps if self.max_steps is not None else self.loop_spec.max_steps)
         limits.update({

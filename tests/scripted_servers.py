@@ -382,6 +382,7 @@ class OllamaServer(ScriptedServer):
     chat_path = "/api/chat"
     url_suffix = ""
     context_length = 32768
+    capabilities: list[str] | None = ["completion", "tools"]  # what /api/show reports; None: no such field
 
     def _error_body(self, message: str) -> Any:
         return {"error": message}
@@ -427,7 +428,7 @@ class OllamaServer(ScriptedServer):
                 "details": {"format": "gguf", "family": "qwen2", "parameter_size": "1.5B",
                             "quantization_level": "Q4_K_M"},
                 "model_info": {"general.architecture": "qwen2", "qwen2.context_length": self.context_length},
-                "capabilities": ["completion", "tools"],
+                **({"capabilities": list(self.capabilities)} if self.capabilities is not None else {}),
             })
             return True
         if method == "GET" and path == "/api/tags":

@@ -130,7 +130,8 @@ def test_query_data_errors_are_plain(sales):
     nocol = b.call("query_data", {"path": "sales.csv", "group_by": "product", "agg": "sum"})
     assert nocol.text == 'agg \'sum\' needs a column to aggregate: add "column", one of the numeric columns units, price'
     nonnum = b.call("query_data", {"path": "sales.csv", "column": "product", "agg": "sum"})
-    assert nonnum.text == f"cannot sum column 'product': it is not numeric ({df['product'].dtype})"
+    assert nonnum.text == (f"cannot sum column 'product': it is not numeric ({df['product'].dtype}); "
+                           "numeric columns are: units, price")
     filt = b.call("query_data", {"path": "sales.csv", "filter": "units is big"})
     assert filt.text.startswith("cannot read filter 'units is big'")
     assert b.call("query_data", {"path": "../sales.csv"}).status == "denied"

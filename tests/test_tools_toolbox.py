@@ -35,7 +35,8 @@ def test_invalid_arguments_name_each_problem_and_the_shape(tmp_path):
         "- argument 'group_by' must be a string, got an integer 3\n"
         "- argument 'top' must be an integer, got a string \"5\"\n"
         "expected: query_data(path: string, group_by?: string, column?: string, "
-        "agg?: \"sum\"|\"mean\"|\"count\"|\"min\"|\"max\", filter?: string, sort?: \"asc\"|\"desc\", top?: integer)"
+        "agg?: \"sum\"|\"mean\"|\"count\"|\"min\"|\"max\", filter?: string, sort?: \"asc\"|\"desc\", top?: integer, "
+        "period?: \"month\"|\"quarter\"|\"year\"|\"day\")"
     )
     assert result.data == {"duration_s": 0.0, "bytes": 0, "truncated": False}
 

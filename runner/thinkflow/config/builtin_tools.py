@@ -23,6 +23,7 @@ BUILTIN_NAMES: tuple[str, ...] = (
 )
 
 _AGGS = ["sum", "mean", "count", "min", "max"]
+_PERIODS = ("month", "quarter", "year", "day")
 
 PARAMETERS: dict[str, dict[str, Any]] = {
     "calculator": {
@@ -30,8 +31,9 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "properties": {
             "expression": {
                 "type": "string",
-                "description": "Arithmetic expression, e.g. '(2 + 3) * sqrt(16) / 4'. Supports + - * / // % **, "
-                "parentheses, and sqrt, log, log10, exp, sin, cos, tan, abs, round, min, max, floor, ceil, pi, e.",
+                "description": "The arithmetic expression to evaluate, built from the numbers of your task. "
+                "Supports + - * / // % **, parentheses, and sqrt, log, log10, exp, sin, cos, tan, abs, round, min, "
+                "max, floor, ceil, pi, e.",
             }
         },
         "required": ["expression"],
@@ -79,19 +81,23 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {
             "path": {"type": "string", "description": "CSV file relative to the workspace."},
-            "group_by": {"type": "string", "description": "Column to group rows by (optional)."},
-            "column": {"type": "string", "description": "Column to aggregate (optional for agg 'count')."},
+            "group_by": {"type": "string", "description": "Column whose values become the result rows (the "
+                         "'which ...' of a question); for a date column also set period."},
+            "column": {"type": "string", "description": "Numeric column whose values are summed, averaged, ... "
+                       "(leave out to count rows)."},
             "agg": {"type": "string", "enum": _AGGS,
-                    "description": "Aggregate of column per group (default: sum of column, or count of rows when "
-                    "no column is given)."},
+                    "description": "How to aggregate column: sum (total), mean (average), count, min or max "
+                    "(default sum, or count without column)."},
             "filter": {
                 "type": "string",
-                "description": "Optional row filter like \"region == 'North'\" or 'units > 10' "
-                "(column, one of == != > >= < <=, value; join several with ' and ').",
+                "description": "Keep only matching rows: <column> <op> <value>, op one of == != > >= < <=, "
+                "several joined with ' and '; dates as YYYY-MM-DD.",
             },
             "sort": {"type": "string", "enum": ["asc", "desc"],
-                     "description": "Sort by the aggregated value (or by column when not aggregating)."},
+                     "description": "Order by the aggregated value: asc or desc (largest first)."},
             "top": {"type": "integer", "minimum": 1, "description": "Keep only the first N rows of the result."},
+            "period": {"type": "string", "enum": list(_PERIODS),
+                       "description": "With a date column as group_by: one row per month, quarter or year."},
         },
         "required": ["path"],
         "additionalProperties": False,
@@ -100,12 +106,14 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {
             "path": {"type": "string", "description": "CSV file relative to the workspace."},
-            "kind": {"type": "string", "enum": ["line", "bar", "scatter"], "description": "Chart type.",
+            "x": {"type": "string", "description": "Column for the x axis (one bar or point per value)."},
+            "y": {"type": "string", "description": "Numeric column for the y axis."},
+            "kind": {"type": "string", "enum": ["bar", "line", "scatter"], "description": "Chart type.",
                      "default": "bar"},
-            "x": {"type": "string", "description": "Column for the x axis (the group when agg is given)."},
-            "y": {"type": "string", "description": "Column for the y axis."},
             "agg": {"type": "string", "enum": _AGGS,
-                    "description": "Optional: aggregate y per x value before plotting."},
+                    "description": "How to combine y per x value (default sum when x repeats)."},
+            "period": {"type": "string", "enum": list(_PERIODS),
+                       "description": "With a date column as x: one point per month, quarter or year."},
             "title": {"type": "string", "description": "Chart title (optional)."},
             "output": {"type": "string",
                        "description": "PNG file to write, relative to the workspace (default charts/<y>_by_<x>.png)."},
@@ -121,10 +129,11 @@ DESCRIPTIONS: dict[str, str] = {
     "list_dir": "List the files and directories in a workspace directory.",
     "write_file": "Write a text file in the workspace (creates parent directories).",
     "read_csv": "Describe a CSV file: number of rows and columns, column names and types, and the first rows.",
-    "query_data": "Query a CSV file: optional filter, group by a column, aggregate a column "
-    "(sum, mean, count, min, max), sort and keep the top N rows.",
-    "plot_chart": "Plot a line, bar or scatter chart from a CSV file (optionally aggregated) and save it as a PNG; "
-    "returns the file path.",
+    "query_data": "Compute numbers from a CSV file: totals or averages of a column per group (a column, or a "
+    "date column by month/quarter/year), counts, min/max, with an optional row filter (also a date range), "
+    "sorted, top N.",
+    "plot_chart": "Draw a bar, line or scatter chart of a CSV file's columns (summed per x value; dates by "
+    "month/quarter/year with period) and save it as a PNG; returns the file path.",
 }
 
 TIMEOUTS: dict[str, float] = {"plot_chart": 60.0, "query_data": 60.0, "read_csv": 60.0}

@@ -41,7 +41,7 @@ class Capabilities:
     json_schema: bool
     json_mode: bool
     reason: str = field(default="", compare=False)
-    """Where these facts come from, in words (recorded in the trace's ``style_chosen`` event)."""
+    """Where these facts come from, in words (the trace records it as ``run_started.style_reason``)."""
 
 
 def load_litellm() -> Any:

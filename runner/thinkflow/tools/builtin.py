@@ -6,8 +6,10 @@ pandas and matplotlib are imported lazily inside the data tools (``tools/data.py
 
 from __future__ import annotations
 
+import csv
+import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from thinkflow.config.builtin_tools import BUILTIN_NAMES, PARAMETERS, builtin_specs
 from thinkflow.config.spec import ToolSpec
@@ -18,7 +20,13 @@ from thinkflow.tools.calculator import CalculatorError, calculator
 from thinkflow.tools.data import DataToolError
 from thinkflow.tools.python import run_with_timeout
 
-__all__ = ["BUILTIN_NAMES", "BuiltinTool", "builtin_specs", "is_builtin"]
+__all__ = ["BUILTIN_NAMES", "BuiltinTool", "bind_dataset_columns", "builtin_specs", "is_builtin"]
+
+#: the parameters of the data built-ins that name a column of the file (get the header as an enum)
+COLUMN_PARAMETERS: dict[str, tuple[str, ...]] = {"query_data": ("group_by", "column"), "plot_chart": ("x", "y")}
+#: of those, the ones that take a numeric column (their enum holds only the numeric columns)
+NUMERIC_PARAMETERS = frozenset({("query_data", "column"), ("plot_chart", "y")})
+SAMPLE_ROWS = 200  # rows read to tell numeric columns
 
 
 def is_builtin(name: str) -> bool:
@@ -31,6 +39,11 @@ class BuiltinTool:
     :func:`~.python.run_with_timeout`); a bad argument (unknown column, forbidden expression) is an error
     observation with a plain message."""
 
+    columns: tuple[str, ...] = ()
+    """Column names of the agent's data file(s); when set, the data tools' column parameters are enums of them."""
+    numeric_columns: tuple[str, ...] = ()
+    """The numeric ones among :attr:`columns` (the enum of ``query_data.column`` and ``plot_chart.y``)."""
+
     def __init__(self, spec: ToolSpec, workspace: Path | None = None):
         if spec.name not in BUILTIN_NAMES:
             raise ToolError(f"no built-in tool {spec.name!r}; built-ins are: {', '.join(BUILTIN_NAMES)}")
@@ -38,8 +51,18 @@ class BuiltinTool:
         self.root = Path(workspace if workspace is not None else Path.cwd())
 
     def parameters(self) -> dict[str, Any]:
-        """The built-in's schema (the spec's, which may have been overridden by config)."""
-        return self.spec.parameters or PARAMETERS[self.spec.name]
+        """The built-in's schema (the spec's, which may have been overridden by config); for the data tools with
+        :attr:`columns` set, the column parameters (:data:`COLUMN_PARAMETERS`) carry them as an ``enum``."""
+        schema = self.spec.parameters or PARAMETERS[self.spec.name]
+        names = COLUMN_PARAMETERS.get(self.spec.name, ())
+        if not self.columns or not names:
+            return schema
+        props = dict(schema.get("properties") or {})
+        for name in names:
+            if isinstance(props.get(name), dict) and "enum" not in props[name]:
+                numeric = (self.spec.name, name) in NUMERIC_PARAMETERS and self.numeric_columns
+                props[name] = {**props[name], "enum": list(self.numeric_columns if numeric else self.columns)}
+        return {**schema, "properties": props}
 
     def _function(self) -> Callable[..., Any]:
         root, name, cap = self.root, self.spec.name, self.spec.max_output
@@ -62,3 +85,91 @@ class BuiltinTool:
                 return ToolResult("error", str(exc))
 
         return run_with_timeout(guarded, dict(arguments), self.spec.timeout, self.spec.max_output)
+
+
+# --- the agent's data files ---------------------------------------------------------------------------------------
+
+_CSV_NAME = re.compile(r"[\w./-]+\.csv\b")
+MAX_HEADER_BYTES = 65536
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def named_csv_files(spec: Any) -> list[Path]:
+    """The CSV files the agent's prompt names (in ``prompt.vars`` values, the inline text or the template file)
+    that exist in its workspace, in order of first mention."""
+    prompt = spec.prompt
+    texts = list(_strings(prompt.vars))
+    if prompt.text:
+        texts.append(prompt.text)
+    if prompt.system:
+        try:
+            texts.append(Path(prompt.system).read_text(encoding="utf-8"))
+        except OSError:
+            pass
+    root = Path(spec.workspace).resolve()
+    found: list[Path] = []
+    for text in texts:
+        for name in _CSV_NAME.findall(text):
+            path = (root / name).resolve()
+            if path.is_file() and path.is_relative_to(root) and path not in found:
+                found.append(path)
+    return found
+
+
+def csv_columns(path: Path) -> tuple[list[str], list[str]]:
+    """``(columns, numeric columns)`` of CSV file ``path``: the header's names, and those whose values in the first
+    :data:`SAMPLE_ROWS` rows all read as numbers (``[]``, ``[]`` when unreadable). Standard library only."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(handle)
+            header = [c.strip() for c in next(reader, [])]
+            rows = [row for _, row in zip(range(SAMPLE_ROWS), reader)]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return [], []
+
+    def number(text: str) -> bool:
+        try:
+            float(text)
+        except ValueError:
+            return False
+        return True
+
+    numeric = []
+    for i, name in enumerate(header):
+        values = [row[i].strip() for row in rows if i < len(row) and row[i].strip()]
+        if name and values and all(number(v) for v in values):
+            numeric.append(name)
+    return [c for c in header if c], numeric
+
+
+def csv_header(path: Path) -> list[str]:
+    """The column names in the first line of CSV file ``path`` ([] when unreadable)."""
+    return csv_columns(path)[0]
+
+
+def bind_dataset_columns(toolbox: Any, spec: Any) -> tuple[str, ...]:
+    """Give the data built-ins of ``toolbox`` the columns of the CSV files ``spec``'s prompt names (read from their
+    headers now), so a model cannot pick a column that does not exist (nor a text column to sum). Returns the columns (empty: no file named,
+    and the schemas stay free text)."""
+    columns: list[str] = []
+    numeric: list[str] = []
+    for path in named_csv_files(spec):
+        names, numbers = csv_columns(path)
+        columns += [c for c in names if c not in columns]
+        numeric += [c for c in numbers if c not in numeric]
+    if columns:
+        for name in COLUMN_PARAMETERS:
+            tool = toolbox.get(name) if hasattr(toolbox, "get") else None
+            if isinstance(tool, BuiltinTool):
+                tool.columns, tool.numeric_columns = tuple(columns), tuple(numeric)
+    return tuple(columns)

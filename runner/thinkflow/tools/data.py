@@ -2,7 +2,9 @@
 
 pandas and matplotlib are optional and imported here, lazily, inside the functions (this is the one module that
 imports them). Filters are parsed here (``column op value`` joined by ``and``), never passed to ``eval`` or
-``DataFrame.query``.
+``DataFrame.query``. Text columns whose every value is an ISO date (``2026-03-01``) are read as dates, so
+``query_data`` and ``plot_chart`` can group them by month, quarter or year (``period``) and filters compare them as
+dates (``date >= 2026-03-01``). Every error names the fix: the columns, the accepted values.
 """
 
 from __future__ import annotations
@@ -18,6 +20,13 @@ from thinkflow.tools.base import ToolResult
 from thinkflow.tools.files import WorkspaceError, resolve_in
 
 AGGS = ("sum", "mean", "count", "min", "max")
+AGG_ALIASES = {"avg": "mean", "average": "mean", "total": "sum", "minimum": "min", "maximum": "max",
+               "number": "count"}
+PERIODS = ("day", "month", "quarter", "year")
+_PERIOD_CODES = {"day": "D", "month": "M", "quarter": "Q", "year": "Y"}
+_DATE_VALUE = re.compile(r"^\d{4}(-\d{1,2}(-\d{1,2})?)?([ T]\d{1,2}:\d{2}(:\d{2})?)?$")
+MAX_BAR_LABELS = 20  # a categorical axis with more labels shows every n-th one
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$")
 _FILTER = re.compile(
     r"""^\s*(?:`(?P<bq>[^`]+)`|"(?P<dq>[^"]+)"|(?P<col>[^=!<>]+?))\s*(?P<op>==|!=|>=|<=|>|<|=)\s*(?P<val>.+?)\s*$"""
 )
@@ -43,9 +52,62 @@ def _load(root: Path, path: str) -> tuple[Any, Path]:
     if not target.is_file():
         raise DataToolError(f"no such file: {path}")
     try:
-        return pd.read_csv(target), target
+        df = pd.read_csv(target)
     except Exception as exc:
         raise DataToolError(f"cannot read {path} as CSV: {exc}") from exc
+    return parse_dates(df), target
+
+
+def parse_dates(df: Any) -> Any:
+    """``df`` with every text column whose non-empty values all look like ISO dates (``2026-03-01``, optionally
+    with a time) converted to datetimes."""
+    pd = _pandas()
+    for col in df.columns:
+        series = df[col]
+        if not (series.dtype == object or pd.api.types.is_string_dtype(series)):
+            continue
+        values = series.dropna().astype(str)
+        if values.empty or not values.head(50).map(lambda v: bool(_ISO_DATE.match(v))).all():
+            continue
+        parsed = pd.to_datetime(series, errors="coerce")
+        if parsed.notna().sum() == len(values):
+            df[col] = parsed
+    return df
+
+
+def date_columns(df: Any) -> list[str]:
+    """Names of the datetime columns of ``df``."""
+    pd = _pandas()
+    return [str(c) for c in df.columns if pd.api.types.is_datetime64_any_dtype(df[c])]
+
+
+def _period_key(df: Any, column: str, period: str) -> Any:
+    """The values of date column ``column`` as period labels: ``2026-03`` (month), ``2026Q1`` (quarter), ``2026``
+    (year), ``2026-03-01`` (day). Raises DataToolError for a non-date column or an unknown period."""
+    if period not in PERIODS:
+        raise DataToolError(f"period must be one of {', '.join(PERIODS)}; got {period!r}")
+    if column not in date_columns(df):
+        dates = ", ".join(date_columns(df)) or "(none)"
+        raise DataToolError(f"period needs a date column; {column!r} is not one (date columns: {dates})")
+    return df[column].dt.to_period(_PERIOD_CODES[period]).astype(str)
+
+
+def _group_key(df: Any, group_by: str | None, period: str | None) -> tuple[str | None, str | None]:
+    """``(column, period)`` for a grouping: ``group_by`` may be a column or a period name ("month") meaning that
+    period of the (first) date column; ``period`` alone groups the first date column."""
+    if group_by and group_by not in df.columns and group_by.lower() in PERIODS and not _has_column(df, group_by):
+        period, group_by = group_by.lower(), None
+    if period and not group_by:
+        dates = date_columns(df)
+        if not dates:
+            raise DataToolError(f"period {period!r} needs a date column and this file has none; columns are: "
+                                f"{', '.join(str(c) for c in df.columns)}")
+        group_by = dates[0]
+    return (_column(df, group_by) if group_by else None), period
+
+
+def _has_column(df: Any, name: str) -> bool:
+    return name.lower() in {str(c).lower() for c in df.columns}
 
 
 def _column(df: Any, name: str) -> str:
@@ -72,7 +134,17 @@ def _unfold_aggregate(df: Any, y: str, agg: str | None) -> tuple[str, str | None
 def _value(df: Any, column: str, text: str) -> Any:
     text = text.strip()
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
+        text = text[1:-1]
+        if column not in date_columns(df):
+            return text
+    if column in date_columns(df):
+        pd = _pandas()
+        try:
+            if not _DATE_VALUE.match(text):
+                raise ValueError(text)
+            return pd.Timestamp(text)
+        except (ValueError, TypeError) as exc:
+            raise DataToolError(f"column {column!r} holds dates; {text!r} is not a date (write YYYY-MM-DD)") from exc
     if str(df[column].dtype).startswith(("int", "float")):
         try:
             return float(text)
@@ -83,24 +155,34 @@ def _value(df: Any, column: str, text: str) -> Any:
 
 def apply_filter(df: Any, expression: str) -> Any:
     """Rows of ``df`` matching ``expression``: conditions ``column op value`` (op one of == = != > >= < <=;
-    string values may be quoted) joined with ``and``. Raises DataToolError for anything else."""
+    string values may be quoted, compared ignoring case; date columns compare as dates) joined with ``and``.
+    Raises DataToolError for anything else, and for a text comparison that matches no value of the column (the
+    error lists the column's values)."""
     mask = None
     for part in _AND.split(expression.strip()):
         match = _FILTER.match(part)
         if not match:
-            raise DataToolError(f"cannot read filter {part!r}; write conditions like \"region == 'North'\" "
-                                "or 'units > 10', joined with ' and '")
+            raise DataToolError(f"cannot read filter {part!r}; write conditions as <column> <op> <value> with op "
+                                "one of == != > >= < <=, joined with ' and '; columns are: "
+                                + ", ".join(str(c) for c in df.columns))
         column = _column(df, (match.group("bq") or match.group("dq") or match.group("col")).strip())
         value = _value(df, column, match.group("val"))
         series = df[column]
         op = match.group("op")
-        if op in ("==", "="):
-            cond = series == value if not isinstance(value, str) else series.astype(str) == value
+        if isinstance(value, str):
+            if op not in ("==", "=", "!="):
+                raise DataToolError(f"operator {op!r} needs a number or a date; got {value!r}")
+            folded = series.astype(str).str.casefold()
+            if not (folded == value.casefold()).any():
+                values = sorted(series.dropna().astype(str).unique())
+                shown = ", ".join(values[:30]) + (" ..." if len(values) > 30 else "")
+                raise DataToolError(f"no row has {column} == {value!r}; values of {column} are: {shown}")
+            cond = folded == value.casefold() if op != "!=" else folded != value.casefold()
+        elif op in ("==", "="):
+            cond = series == value
         elif op == "!=":
-            cond = series != value if not isinstance(value, str) else series.astype(str) != value
+            cond = series != value
         else:
-            if isinstance(value, str):
-                raise DataToolError(f"operator {op!r} needs a number; got {value!r}")
             cond = {">": series > value, ">=": series >= value, "<": series < value, "<=": series <= value}[op]
         mask = cond if mask is None else mask & cond
     return df if mask is None else df[mask]
@@ -113,48 +195,69 @@ def read_csv(root: Path, path: str, rows: int = 5) -> ToolResult:
     except WorkspaceError as exc:
         return ToolResult("denied", str(exc))
     lines = [f"{path}: {len(df)} rows, {len(df.columns)} columns", "columns:"]
-    lines += [f"- {c} ({df[c].dtype})" for c in df.columns]
+    lines += [f"- {c} ({'date' if str(c) in date_columns(df) else df[c].dtype})" for c in df.columns]
     if rows:
         lines += [f"first {min(rows, len(df))} rows:", df.head(rows).to_string(index=False)]
     return ToolResult("ok", "\n".join(lines), {"rows": len(df), "columns": [str(c) for c in df.columns]})
 
 
+def _plain(value: Any) -> Any:
+    """A JSON-ready scalar: numpy numbers as Python numbers, timestamps as ISO text (the date alone at
+    midnight)."""
+    if hasattr(value, "isoformat"):
+        text = value.isoformat()
+        return text[:10] if text.endswith("T00:00:00") else text
+    return value.item() if hasattr(value, "item") else value
+
+
 def _records(frame: Any) -> list[dict[str, Any]]:
     out = []
     for record in frame.head(MAX_RESULT_ROWS).to_dict(orient="records"):
-        out.append({str(k): (v.item() if hasattr(v, "item") else v) for k, v in record.items()})
+        out.append({str(k): _plain(v) for k, v in record.items()})
     return out
 
 
 def query(df: Any, group_by: str | None = None, column: str | None = None, agg: str | None = None,
-          filter: str | None = None, sort: str | None = None, top: int | None = None) -> Any:
-    """The query as a DataFrame. With ``group_by``: one row per group with the aggregate (default ``sum`` of
-    ``column``, or ``count`` without one). Without ``group_by`` but with ``agg``: one row for the whole table.
-    Without either: the (filtered) rows themselves, sorted by ``column`` when ``sort`` is given."""
+          filter: str | None = None, sort: str | None = None, top: int | None = None,
+          period: str | None = None) -> Any:
+    """The query as a DataFrame. With ``group_by`` (a column, or with ``period`` a date column grouped by month,
+    quarter or year; ``group_by="month"`` alone means the month of the first date column): one row per group with
+    the aggregate (default ``sum`` of ``column``, or ``count`` without one), groups in their natural order (time
+    order for periods). Without ``group_by`` but with ``agg``: one row for the whole table. Without either: the
+    (filtered) rows themselves, sorted by ``column`` when ``sort`` is given. ``top`` on an aggregate without
+    ``sort`` keeps the largest values."""
     pd = _pandas()
     if filter:
         df = apply_filter(df, filter)
     column = _column(df, column) if column else None
-    if agg is not None and agg not in AGGS:
-        raise DataToolError(f"agg must be one of {', '.join(AGGS)}; got {agg!r}")
-    if group_by or agg:
+    if agg is not None:
+        agg = AGG_ALIASES.get(str(agg).lower(), str(agg).lower())
+        if agg not in AGGS:
+            raise DataToolError(f"agg must be one of {', '.join(AGGS)}; got {agg!r}")
+    key, period = _group_key(df, group_by, period)
+    if key or agg:
         agg = agg or ("sum" if column else "count")
         if agg != "count" and column is None:
             numeric = [str(c) for c in df.columns if pd.api.types.is_numeric_dtype(df[c])]
             raise DataToolError(f"agg {agg!r} needs a column to aggregate: add \"column\", one of the numeric "
                                 f"columns {', '.join(numeric) or '(none)'}")
         if column and agg in ("sum", "mean") and not pd.api.types.is_numeric_dtype(df[column]):
-            raise DataToolError(f"cannot {agg} column {column!r}: it is not numeric ({df[column].dtype})")
+            numeric = [str(c) for c in df.columns if pd.api.types.is_numeric_dtype(df[c])]
+            raise DataToolError(f"cannot {agg} column {column!r}: it is not numeric ({df[column].dtype}); numeric "
+                                f"columns are: {', '.join(numeric) or '(none)'}")
         value_col = f"{agg}_{column}" if column else "count"
-        if group_by:
-            key = _column(df, group_by)
-            grouped = df.groupby(key, sort=True)
+        if key:
+            name = (period if period not in df.columns else f"{key}_{period}") if period else key
+            keys = _period_key(df, key, period).rename(name) if period else df[key]
+            grouped = df.groupby(keys, sort=True)
             series = grouped.size() if column is None else grouped[column].agg(agg)
             result = series.reset_index(name=value_col)
         else:
             value = len(df) if column is None else df[column].agg(agg)
             result = pd.DataFrame({value_col: [value]})
         sort_by = value_col
+        if top and not sort:
+            sort = "desc"
     else:
         result = df
         sort_by = column
@@ -171,17 +274,17 @@ def query(df: Any, group_by: str | None = None, column: str | None = None, agg: 
 
 def query_data(root: Path, path: str, group_by: str | None = None, column: str | None = None,
                agg: str | None = None, filter: str | None = None, sort: str | None = None,
-               top: int | None = None) -> ToolResult:
-    """Filter, group by ``group_by``, aggregate ``column`` with ``agg`` (default sum, or count without a
-    column), sort by the aggregated value (``asc``/``desc``) and keep ``top`` rows (see :func:`query`). Returns a text table and
-    ``data["result"]`` (records, at most 200)."""
+               top: int | None = None, period: str | None = None) -> ToolResult:
+    """Filter, group by ``group_by`` (by ``period`` for a date column), aggregate ``column`` with ``agg``
+    (default sum, or count without a column), sort by the aggregated value (``asc``/``desc``) and keep ``top``
+    rows (see :func:`query`). Returns a text table and ``data["result"]`` (records, at most 200)."""
     try:
         df, _ = _load(root, path)
-        result = query(df, group_by, column, agg, filter, sort, top)
+        result = query(df, group_by, column, agg, filter, sort, top, period)
     except WorkspaceError as exc:
         return ToolResult("denied", str(exc))
     table = result.to_string(index=False) if len(result) else "(no rows match)"
-    text = table if (agg and not group_by) else f"{len(result)} rows\n{table}"
+    text = table if (agg and not group_by and not period) else f"{len(result)} rows\n{table}"
     return ToolResult("ok", text, {"rows": len(result), "result": _records(result)})
 
 
@@ -202,58 +305,94 @@ def _chart_path(root: Path, output: str | None, default: str) -> Path:
 
 
 def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: str | None = None,
-               title: str | None = None, output: str | None = None) -> ToolResult:
+               title: str | None = None, output: str | None = None, period: str | None = None) -> ToolResult:
     """Plot ``y`` against ``x`` (aggregated per ``x`` with ``agg`` when given) as a line, bar or scatter chart
     and save a PNG inside the workspace (matplotlib, Agg backend; written to a temporary file and renamed, so a
     crash never leaves half a PNG). A bar or line chart whose ``x`` repeats and that has no ``agg`` sums ``y`` per
-    ``x`` (one bar per value; the observation says so). ``data``: ``path`` (absolute), ``points``, ``kind``, ``x``,
-    ``y``, ``agg``."""
+    ``x`` (one bar per value; the observation says so). ``x`` a date column: with ``period`` the dates are grouped
+    by month/quarter/year (one labelled point per period); without, the axis is a time axis with a few
+    concise date ticks. A categorical axis of more than :data:`MAX_BAR_LABELS` labels shows every n-th label.
+    ``data``: ``path`` (absolute), ``points``, ``kind``, ``x``, ``y``, ``agg``, ``period``."""
     try:
         df, _ = _load(root, path)
         y, agg = _unfold_aggregate(df, y, agg)
+        if x.lower() in PERIODS and not _has_column(df, x):
+            period, x = x.lower(), (date_columns(df) or [x])[0]
         x_col, y_col = _column(df, x), _column(df, y)
         if df.empty:
             raise DataToolError(f"nothing to plot: {path} has no rows")
         if kind not in ("line", "bar", "scatter"):
             raise DataToolError(f"kind must be line, bar or scatter; got {kind!r}")
+        if agg is not None:
+            agg = AGG_ALIASES.get(str(agg).lower(), str(agg).lower())
         note = ""
-        if not agg and kind != "scatter" and df[x_col].duplicated().any():
+        if period:
+            agg = agg or "sum"
+        elif not agg and kind != "scatter" and df[x_col].duplicated().any():
             agg, note = "sum", f" ({x_col} repeats, so {y_col} is summed per {x_col}; pass agg to choose another)"
         if agg:
-            frame = query(df, group_by=x_col, column=y_col, agg=agg)
-            xs, ys = frame[x_col], frame[frame.columns[1]]
+            frame = query(df, group_by=x_col, column=y_col, agg=agg, period=period)
+            xs, ys = frame[frame.columns[0]], frame[frame.columns[1]]
             y_label = f"{agg} of {y_col}"
         else:
             xs, ys = df[x_col], df[y_col]
             y_label = y_col
-        default = f"{re.sub(r'[^A-Za-z0-9_-]+', '_', y_col)}_by_{re.sub(r'[^A-Za-z0-9_-]+', '_', x_col)}.png"
+        x_label = f"{x_col} ({period})" if period else x_col
+        safe = lambda name: re.sub(r"[^A-Za-z0-9_-]+", "_", name)  # noqa: E731
+        default = f"{safe(y_col)}_by_{safe(x_col)}{'_' + period if period else ''}.png"
         target = _chart_path(root, output, default)
     except WorkspaceError as exc:
         return ToolResult("denied", str(exc))
+    time_axis = x_col in date_columns(df) and not period
+    fig = draw_chart(kind, xs, ys, time_axis=time_axis, x_label=x_label, y_label=y_label,
+                     title=title or f"{y_label} by {x_label}")
+    points = len(xs)
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    atomic_write_bytes(target, png.getvalue())
+    rel = target.relative_to(root.resolve()).as_posix()
+    return ToolResult("ok", f"saved {kind} chart of {y_label} by {x_label} ({points} points) to {rel}{note}",
+                      {"path": str(target), "points": points, "kind": kind, "x": x_col, "y": y_col,
+                       "agg": agg, "period": period})
+
+
+def draw_chart(kind: str, xs: Any, ys: Any, *, time_axis: bool, x_label: str, y_label: str, title: str) -> Any:
+    """A matplotlib ``Figure`` (8 x 5 in, 100 dpi, Agg) of ``ys`` against ``xs``. ``time_axis``: ``xs`` are dates,
+    drawn on a date axis with 3-8 concise ticks (``AutoDateLocator`` + ``ConciseDateFormatter``); otherwise a
+    categorical axis of more than :data:`MAX_BAR_LABELS` text labels shows every n-th one. Raises DataToolError
+    when matplotlib is not installed."""
     try:
         import matplotlib
 
         matplotlib.use("Agg", force=True)
+        from matplotlib import dates as mdates
         from matplotlib.figure import Figure
     except ImportError as exc:
         raise DataToolError("plot_chart needs matplotlib, which is not installed (pip install matplotlib)") from exc
     fig = Figure(figsize=(8, 5), dpi=100)
     ax = fig.subplots()
-    if kind == "bar":
-        ax.bar([str(v) for v in xs], list(ys))
-    elif kind == "line":
-        ax.plot(list(xs), list(ys), marker="o")
+    if time_axis:
+        xs_plot = list(xs.dt.to_pydatetime()) if hasattr(xs, "dt") else list(xs)
     else:
-        ax.scatter(list(xs), list(ys))
-    ax.set_xlabel(x_col)
+        xs_plot = [str(v) for v in xs] if kind == "bar" else list(xs)
+    if kind == "bar":
+        ax.bar(xs_plot, list(ys), **({"width": 0.8} if time_axis else {}))
+    elif kind == "line":
+        ax.plot(xs_plot, list(ys), marker="o" if len(xs_plot) <= 60 else None)
+    else:
+        ax.scatter(xs_plot, list(ys))
+    if time_axis:
+        locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    elif kind != "scatter" and len(xs_plot) > MAX_BAR_LABELS and all(isinstance(v, str) for v in xs_plot):
+        step = -(-len(xs_plot) // MAX_BAR_LABELS)
+        ax.set_xticks(range(0, len(xs_plot), step))
+        ax.set_xticklabels([str(v) for v in xs_plot[::step]])
+    ax.set_xlabel(x_label)
     ax.set_ylabel(y_label)
-    ax.set_title(title or f"{y_label} by {x_col}")
-    if kind != "scatter" and len(xs) > 8:
+    ax.set_title(title)
+    if not time_axis and kind != "scatter" and len(xs_plot) > 8:
         fig.autofmt_xdate()
     fig.tight_layout()
-    png = io.BytesIO()
-    fig.savefig(png, format="png")
-    atomic_write_bytes(target, png.getvalue())
-    rel = target.relative_to(root.resolve()).as_posix()
-    return ToolResult("ok", f"saved {kind} chart of {y_label} by {x_col} ({len(xs)} points) to {rel}{note}",
-                      {"path": str(target), "points": len(xs), "kind": kind, "x": x_col, "y": y_col, "agg": agg})
+    return fig

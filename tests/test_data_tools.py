@@ -1,0 +1,158 @@
+"""The data tools on the questions users ask about a CSV (examples/sales.csv): totals and averages by a column,
+filters, top N, counts, months/quarters/years of the date column, date ranges; errors that name the fix; the
+column enum bound from the file the agent's prompt names; time-axis charts. Truth computed with pandas."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from thinkflow.config.loader import load_agent
+from thinkflow.tools import Toolbox, build_tool
+from thinkflow.tools.approval import auto_approver
+from thinkflow.tools.builtin import bind_dataset_columns, builtin_specs, csv_header, named_csv_files
+
+ROOT = Path(__file__).resolve().parent.parent
+SALES = ROOT / "examples" / "sales.csv"
+
+
+@pytest.fixture
+def ws(tmp_path):
+    (tmp_path / "examples").mkdir()
+    shutil.copy(SALES, tmp_path / "examples" / "sales.csv")
+    df = pd.read_csv(SALES, parse_dates=["date"])
+    box = Toolbox({n: build_tool(s, tmp_path) for n, s in builtin_specs(tmp_path).items()},
+                  approver=auto_approver(True))
+    return box, df, tmp_path
+
+
+def call(box, **args):
+    result = box.call("query_data", {"path": "examples/sales.csv", **args})
+    assert result.status == "ok", result.text
+    return result.data["result"]
+
+
+def test_totals_by_month_quarter_and_year(ws):
+    box, df, _ = ws
+    months = df.groupby(df.date.dt.to_period("M"))["sales"].sum()
+    got = call(box, group_by="date", period="month", column="sales")
+    assert [r["month"] for r in got] == [str(p) for p in months.index]
+    assert [r["sum_sales"] for r in got] == pytest.approx(list(months.values))
+    quarters = df.groupby(df.date.dt.to_period("Q")).size()
+    assert call(box, group_by="date", period="quarter") == [{"quarter": str(q), "count": int(n)}
+                                                            for q, n in quarters.items()]
+    assert call(box, period="year", column="units") == [{"year": "2026", "sum_units": int(df.units.sum())}]
+
+
+def test_the_month_with_the_highest_sales_is_one_call(ws):
+    box, df, _ = ws
+    best = df.groupby(df.date.dt.to_period("M"))["sales"].sum().sort_values(ascending=False)
+    for args in ({"group_by": "month"}, {"group_by": "date", "period": "month", "sort": "desc"}):
+        got = call(box, column="sales", top=1, **args)
+        assert got == [{"month": str(best.index[0]), "sum_sales": pytest.approx(best.iloc[0])}]
+
+
+def test_date_range_filters_and_averages(ws):
+    box, df, _ = ws
+    march = df[(df.date >= "2026-03-01") & (df.date <= "2026-03-31")]
+    got = call(box, column="sales", agg="mean", filter="date >= 2026-03-01 and date <= '2026-03-31'")
+    assert got == [{"mean_sales": pytest.approx(march.sales.mean())}]
+    north = df[df.region == "North"]
+    assert call(box, column="units", agg="mean", filter="region == north") == [
+        {"mean_units": pytest.approx(north.units.mean())}]
+
+
+def test_totals_by_column_top_n_and_counts(ws):
+    box, df, _ = ws
+    by_region = df.groupby("region")["sales"].sum().sort_values(ascending=False)
+    got = call(box, group_by="region", column="sales", top=2)  # top without sort: the largest
+    assert [r["region"] for r in got] == list(by_region.index[:2])
+    counts = df[df["product"] == "Laptop"].groupby("region").size()
+    assert call(box, group_by="region", filter="product == Laptop") == [
+        {"region": r, "count": int(n)} for r, n in counts.items()]
+
+
+def test_errors_name_the_fix(ws):
+    box, _, _ = ws
+    wrong_value = box.call("query_data", {"path": "examples/sales.csv", "filter": "region == Nord"})
+    assert wrong_value.text == "no row has region == 'Nord'; values of region are: East, North, South, West"
+    not_date = box.call("query_data", {"path": "examples/sales.csv", "group_by": "region", "period": "month"})
+    assert not_date.text == "period needs a date column; 'region' is not one (date columns: date)"
+    bad_date = box.call("query_data", {"path": "examples/sales.csv", "filter": "date > March"})
+    assert bad_date.text == "column 'date' holds dates; 'March' is not a date (write YYYY-MM-DD)"
+    bad_filter = box.call("query_data", {"path": "examples/sales.csv", "filter": "sales is big"})
+    assert bad_filter.text.endswith("columns are: date, region, product, units, unit_price, sales")
+
+
+def test_read_csv_names_the_date_column(ws):
+    box, _, _ = ws
+    text = box.call("read_csv", {"path": "examples/sales.csv", "rows": 0}).text
+    assert "- date (date)" in text.splitlines()
+
+
+def test_plot_chart_on_dates_by_month_and_as_a_time_axis(ws):
+    box, df, root = ws
+    by_month = box.call("plot_chart", {"path": "examples/sales.csv", "x": "date", "y": "sales", "period": "month"})
+    assert by_month.status == "ok", by_month.text
+    months = df.date.dt.to_period("M").nunique()
+    assert (by_month.data["points"], by_month.data["period"], by_month.data["agg"]) == (months, "month", "sum")
+    assert Path(by_month.data["path"]) == (root / "charts" / "sales_by_date_month.png").resolve()
+    daily = box.call("plot_chart", {"path": "examples/sales.csv", "x": "date", "y": "sales", "kind": "line"})
+    assert daily.status == "ok", daily.text
+    assert daily.data["points"] == df.date.nunique()
+    assert Path(daily.data["path"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_time_axis_ticks_are_thinned_and_long_category_axes_too():
+    from thinkflow.tools import data
+
+    df = data.parse_dates(pd.read_csv(SALES))
+    frame = data.query(df, group_by="date", column="sales", agg="sum")
+    assert len(frame) > 150
+    for kind in ("line", "bar"):
+        fig = data.draw_chart(kind, frame["date"], frame["sum_sales"], time_axis=True, x_label="date",
+                              y_label="sales", title="t")
+        fig.canvas.draw()
+        labels = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()]
+        assert 3 <= len(labels) <= 9, labels
+    names = pd.Series([f"item{i:02d}" for i in range(50)])
+    fig = data.draw_chart("bar", names, pd.Series(range(50)), time_axis=False, x_label="x", y_label="y", title="t")
+    fig.canvas.draw()
+    shown = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()]
+    assert shown == [f"item{i:02d}" for i in range(0, 50, 3)]
+
+
+def test_the_agents_data_file_gives_the_column_enum():
+    spec = load_agent(ROOT / "agents.d" / "data_analyst.yaml")
+    assert named_csv_files(spec) == [SALES.resolve()]
+    header = csv_header(SALES)
+    assert header == ["date", "region", "product", "units", "unit_price", "sales"]
+    box = Toolbox({n: build_tool(s, spec.workspace) for n, s in builtin_specs().items()})
+    assert bind_dataset_columns(box, spec) == tuple(header)
+    described = {d["name"]: d["parameters"] for d in box.describe()}
+    assert described["query_data"]["properties"]["column"]["enum"] == header
+    assert described["query_data"]["properties"]["group_by"]["enum"] == header
+    assert described["plot_chart"]["properties"]["y"]["enum"] == header
+    assert "enum" not in described["query_data"]["properties"]["path"]
+    wrong = box.call("query_data", {"path": "examples/sales.csv", "column": "revenue"})
+    assert wrong.status == "invalid" and "must be one of" in wrong.text and '"sales"' in wrong.text
+
+
+def test_no_named_file_leaves_the_schema_free(tmp_path):
+    from thinkflow.config.spec import AgentSpec, PromptSpec, ToolRef
+
+    spec = AgentSpec(name="a", prompt=PromptSpec(text="Answer questions about missing.csv."),
+                     tools=(ToolRef("query_data"),), workspace=tmp_path)
+    box = Toolbox({n: build_tool(s, tmp_path) for n, s in builtin_specs().items()})
+    assert bind_dataset_columns(box, spec) == ()
+    assert "enum" not in box.describe()[5]["parameters"]["properties"]["column"]
+
+
+def test_builtin_descriptions_hold_no_copyable_example_calls():
+    for name, spec in builtin_specs().items():
+        texts = [spec.description] + [p.get("description", "") for p in spec.parameters["properties"].values()]
+        for text in texts:
+            assert "e.g." not in text and "sqrt(16)" not in text and "'North'" not in text, (name, text)

@@ -1,0 +1,89 @@
+"""The agent-task suite (bench/suite.py) without a model: enough tasks of every kind, answers computed from the
+data, a workspace whose agents and tools load through the product's loader, the local HTTP service, and the
+judging (checks and failure causes)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+import suite  # noqa: E402
+
+
+def test_the_suite_has_twenty_tasks_of_every_kind():
+    tasks = suite.tasks()
+    assert len(tasks) >= 20
+    assert len({t["name"] for t in tasks}) == len(tasks)
+    kinds = {t["kind"] for t in tasks}
+    assert {"csv", "calculator", "file", "python", "shell", "http", "chain", "session", "decoy",
+            "parallel"} <= kinds
+    assert sum(t["kind"] == "decoy" for t in tasks) >= 3
+
+
+def test_csv_answers_match_pandas():
+    df = pd.read_csv(suite.SALES, parse_dates=["date"])
+    by = {t["name"]: t for t in suite.tasks()}
+    best_month = df.groupby(df.date.dt.to_period("M")).sales.sum().idxmax()
+    assert by["csv-best-month"]["check"](f"It was {best_month}.", {})
+    assert by["csv-best-month"]["check"](f"{suite.MONTHS[best_month.month - 1]} 2026", {})
+    top = df.groupby("product").sales.sum().idxmax()
+    assert by["csv-top-product"]["check"](f"{top} sold most", {}) and not by["csv-top-product"]["check"]("Cable", {})
+    march = df[(df.date >= "2026-03-01") & (df.date < "2026-04-01")].sales.sum()
+    assert by["csv-march-total"]["check"](f"Total: {march:,.2f}", {})
+    assert not by["csv-march-total"]["check"](f"Total: {march + 1:.2f}", {})
+    laptop = df[df["product"] == "Laptop"].unit_price.mean()
+    assert by["csv-laptop-avg-price"]["check"](f"{laptop:.2f}", {})
+
+
+def test_workspace_agents_and_tools_load_and_the_http_service_answers(tmp_path):
+    from thinkflow.agent import build
+    from thinkflow.config.loader import load_agent
+
+    server, base = suite.http_fixture.start()
+    try:
+        suite.prepare(tmp_path / "w", base)
+        for task in suite.tasks():
+            spec = load_agent(suite.agent_file(tmp_path / "w", task, "json", "openai/test"))
+            agent = build(spec)
+            assert set(agent.toolbox.names()) == set(task["tools"])
+        with urllib.request.urlopen(f"{base}/stock?item=widget", timeout=5) as response:
+            assert json.loads(response.read()) == {"item": "widget", "stock": 42}
+        box = build(load_agent(suite.agent_file(tmp_path / "w", suite.tasks()[15], "json", "openai/test"))).toolbox
+        assert box.call("count_lines", {"path": "logs/app.log"}).text.split()[0] == "37"
+    finally:
+        server.shutdown()
+
+
+def ev(type_, **kw):
+    return SimpleNamespace(type=type_, **kw)
+
+
+@pytest.mark.parametrize("status, events, ok, cause", [
+    ("completed", [ev("tool_called", name="query_data"), ev("tool_returned", status="ok")], True, None),
+    ("completed", [ev("tool_called", name="query_data"), ev("tool_returned", status="ok")], False, "wrong answer"),
+    ("completed", [], True, "wrong tool"),
+    ("max_steps", [ev("tool_called", name="query_data"), ev("tool_returned", status="invalid")], False,
+     "wrong arguments"),
+    ("max_steps", [ev("tool_called", name="query_data"), ev("model_replied", action={"kind": "error"})], False,
+     "parse failure"),
+    ("loop_detected", [ev("tool_called", name="query_data")], False, "loop"),
+    ("timeout", [], False, "time"),
+])
+def test_failure_causes(status, events, ok, cause):
+    result = SimpleNamespace(status=status, error=None)
+    assert suite.failure_cause(result, events, {"expect_tools": {"query_data"}}, ok) == cause
+
+
+def test_a_tool_call_on_a_decoy_question_is_the_wrong_tool():
+    result = SimpleNamespace(status="completed", error=None)
+    assert suite.failure_cause(result, [ev("tool_called", name="calculator")], {"expect_tools": set()},
+                               True) == "wrong tool"

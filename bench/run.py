@@ -7,6 +7,7 @@ Parts (each also runs alone; see its docstring):
     memory       bench/bench_memory.py      long-term memory figures (when present)
     model        bench/bench_model.py       embedded model load time, tokens/s, client overhead (--with-model)
     styles       bench/bench_styles.py      success rate per action style on the embedded model (--with-model)
+    suite        bench/suite.py             23 multi-step agent tasks per style on the embedded model (--with-model)
 
 Usage::
 
@@ -37,8 +38,8 @@ from common import BENCH, PEERS_PY, ROOT, WORK, machine, offline_env, project_py
 
 BASELINE = "bare_litellm"
 
-PARTS = ("coldstart", "validate", "loop", "memory", "model", "styles")
-MODEL_PARTS = ("model", "styles")
+PARTS = ("coldstart", "validate", "loop", "memory", "model", "styles", "suite")
+MODEL_PARTS = ("model", "styles", "suite")
 
 
 def _version(name: str, python: str | None = None) -> str:
@@ -122,6 +123,9 @@ def collect(parts: tuple[str, ...], tiny: bool, runs: int, rounds: int, memory_s
             out[part] = script_part("bench_model.py", ["--tiny"] if tiny else [])
         elif part == "styles":
             out[part] = _inproc(lambda: bench_styles.run(tiny=tiny))
+        elif part == "suite":
+            out[part] = script_part("suite.py", ["--json", str(WORK / "suite.json"), "--md", str(WORK / "suite.md")],
+                                    timeout=8 * 3600)
         out[part]["load"] = [load, os.getloadavg()[0]]
         print(f"   {part}: {'ok' if out[part].get('ok') else 'FAILED/MISSING'} "
               f"({out[part].get('seconds', 0):.0f} s)", file=sys.stderr, flush=True)
@@ -171,7 +175,8 @@ def render(results: dict[str, Any]) -> str:
                 ("loop", "Loop overhead and prompt tokens", bench_loop.markdown),
                 ("memory", "Long-term memory (bench/bench_memory.py)", None),
                 ("model", "Embedded model (bench/bench_model.py)", None),
-                ("styles", "Embedded model: success rate per action style", bench_styles.markdown)]
+                ("styles", "Embedded model: success rate per action style", bench_styles.markdown),
+                ("suite", "Agent tasks on the embedded model, per style (bench/suite.py)", None)]
     for key, title, fn in sections:
         if key not in results:
             continue

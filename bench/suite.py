@@ -297,6 +297,26 @@ def failure_cause(result: Any, events: list[Any], task: dict[str, Any], passed_a
     return "wrong answer"
 
 
+def prompt_cache_per_step(trace_path: Path | None) -> list[dict[str, Any]]:
+    """Per model call of a trace: prompt tokens sent, prompt tokens the server evaluated (llama.cpp's
+    ``timings.prompt_n``; the rest came from its prompt cache, ``usage.prompt_tokens_details.cached_tokens``) and
+    seconds."""
+    from thinkflow.run.trace import read_trace
+
+    out = []
+    for e in read_trace(trace_path) if trace_path else []:
+        if e.get("type") != "model_replied":
+            continue
+        raw = e.get("raw") or {}
+        timings = raw.get("timings") or {}
+        details = (raw.get("usage") or {}).get("prompt_tokens_details") or {}
+        sent = int((e.get("usage") or {}).get("prompt_tokens") or 0)
+        cached = int(details.get("cached_tokens") or 0)
+        out.append({"prompt_tokens": sent, "evaluated": int(timings.get("prompt_n", sent - cached)),
+                    "cached": cached, "seconds": e.get("latency_s")})
+    return out
+
+
 def run_one(task: dict[str, Any], style: str, work: Path, model: str) -> dict[str, Any]:
     from thinkflow.agent import build
     from thinkflow.config.loader import load_agent
@@ -311,7 +331,7 @@ def run_one(task: dict[str, Any], style: str, work: Path, model: str) -> dict[st
     session = Session(spec.name, f"suite-{style}", root=work / ".sessions") if task.get("then") else None
     started = time.monotonic()
     steps = tool_calls = prompt_tokens = 0
-    passed, cause, answers, used_style = True, None, [], ""
+    passed, cause, answers, used_style, cache = True, None, [], "", []
     for text, check in turns:
         events: list[Any] = []
         result = run(agent, text, on_event=events.append, session=session, trace_dir=work / "runs")
@@ -320,6 +340,7 @@ def run_one(task: dict[str, Any], style: str, work: Path, model: str) -> dict[st
         prompt_tokens += result.usage.prompt_tokens
         used_style = result.style
         answers.append(result.answer)
+        cache += prompt_cache_per_step(result.trace_path)
         ok = check(result.answer or "", {"work": work})
         turn_cause = failure_cause(result, events, task if text == task["task"] else {**task, "expect_tools": set()},
                                    ok)
@@ -328,20 +349,25 @@ def run_one(task: dict[str, Any], style: str, work: Path, model: str) -> dict[st
             break
     return {"task": task["name"], "kind": task["kind"], "style": style, "used_style": used_style, "passed": passed,
             "cause": cause, "steps": steps, "tool_calls": tool_calls, "seconds": round(time.monotonic() - started, 1),
-            "prompt_tokens": prompt_tokens, "answer": " | ".join(a or "" for a in answers)[:300]}
+            "prompt_tokens": prompt_tokens, "per_step": cache, "answer": " | ".join(a or "" for a in answers)[:300]}
 
 
 def summarise(results: list[dict[str, Any]]) -> str:
     """The markdown table of ``results``: per style pass rate, mean steps and seconds per task, failure causes."""
-    lines = ["| style | passed | steps/task | s/task | failure causes |", "|---|---|---|---|---|"]
+    lines = ["| style | passed | steps/task | s/task | prompt tokens sent / evaluated per step | failure causes |",
+             "|---|---|---|---|---|---|"]
     by_style: dict[str, list[dict]] = defaultdict(list)
     for r in results:
         by_style[r["style"]].append(r)
     for style, rs in by_style.items():
         passed = sum(r["passed"] for r in rs)
         causes = Counter(r["cause"] for r in rs if r["cause"])
+        steps = [s for r in rs for s in r.get("per_step", [])]
+        sent = sum(s["prompt_tokens"] for s in steps) / max(1, len(steps))
+        evaluated = sum(s["evaluated"] for s in steps) / max(1, len(steps))
         lines.append(f"| {style} | {passed}/{len(rs)} ({100 * passed / len(rs):.0f} %) | "
                      f"{sum(r['steps'] for r in rs) / len(rs):.1f} | {sum(r['seconds'] for r in rs) / len(rs):.0f} | "
+                     f"{sent:.0f} / {evaluated:.0f} | "
                      f"{', '.join(f'{c} {n}' for c, n in causes.most_common()) or '-'} |")
     lines += ["", "| task | " + " | ".join(by_style) + " |", "|---|" + "---|" * len(by_style)]
     names = list(dict.fromkeys(r["task"] for r in results))
@@ -374,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
             for style in [s for s in args.styles.split(",") if s]:
                 r = run_one(task, style, work, args.model)
                 results.append(r)
-                print(json.dumps(r), flush=True)
+                print(json.dumps(r), file=sys.stderr, flush=True)
     finally:
         server.shutdown()
     table = summarise(results)

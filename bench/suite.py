@@ -47,6 +47,8 @@ MODEL = "local/qwen2.5-coder-1.5b"
 SALES = ROOT / "examples" / "sales.csv"
 STYLES = ("auto", "native", "json", "react")
 MAX_STEPS = 8
+MODEL_TIMEOUT = float(os.environ.get("THINKFLOW_SUITE_MODEL_TIMEOUT", "900"))  # seconds per call; busy 2 cores
+RUN_TIMEOUT = float(os.environ.get("THINKFLOW_SUITE_RUN_TIMEOUT", "3600"))  # seconds per task run
 SYSTEM = ("You are a precise assistant. Use a tool when the question needs data or exact computation, then give a "
           "short final answer that states the result. Answer directly when no tool is needed.")
 ANALYST = ("You are a careful data analyst. The data set is the CSV file `data/sales.csv`. Answer with numbers "
@@ -257,10 +259,10 @@ def prepare(work: Path, base_url: str) -> None:
 def agent_file(work: Path, task: dict[str, Any], style: str, model: str) -> Path:
     spec = {
         "version": 1, "name": f"suite_{task['name'].replace('-', '_')}",
-        "model": {"name": model, "temperature": 0, "timeout": 300},
+        "model": {"name": model, "temperature": 0, "timeout": MODEL_TIMEOUT},
         "prompt": {"text": task["prompt"]},
         "tools": task["tools"], "tool_paths": ["../tools"], "workspace": "..",
-        "loop": {"style": style, "max_steps": MAX_STEPS, "timeout": 900},
+        "loop": {"style": style, "max_steps": MAX_STEPS, "timeout": RUN_TIMEOUT},
     }
     path = work / "agents" / f"{task['name']}-{style}.yaml"
     path.write_text(json.dumps(spec, indent=1), encoding="utf-8")

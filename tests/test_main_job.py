@@ -23,7 +23,7 @@ def test_data_analyst_answers_with_the_top_product_and_charts_it(tmp_path):
         shutil.copy(ROOT / part, tmp_path / part)
     thinkflow_run = Path(sys.executable).with_name("thinkflow-run")
     done = subprocess.run([str(thinkflow_run), "agents.d/data_analyst.yaml", TASK, "--json"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=1800, env={**os.environ, "NO_COLOR": "1"})
+                          capture_output=True, text=True, timeout=2400, env={**os.environ, "NO_COLOR": "1"})
     result = json.loads(done.stdout)
     assert done.returncode == 0, (result, done.stderr[-2000:])
     trace = (tmp_path / result["trace"]).read_text(encoding="utf-8").splitlines()

@@ -133,9 +133,12 @@ def test_the_agents_data_file_gives_the_column_enum():
     box = Toolbox({n: build_tool(s, spec.workspace) for n, s in builtin_specs().items()})
     assert bind_dataset_columns(box, spec) == tuple(header)
     described = {d["name"]: d["parameters"] for d in box.describe()}
-    assert described["query_data"]["properties"]["column"]["enum"] == header
+    numeric = [c for c in header if pd.api.types.is_numeric_dtype(pd.read_csv(SALES)[c])]
+    assert numeric == ["units", "unit_price", "sales"]
+    assert described["query_data"]["properties"]["column"]["enum"] == numeric
     assert described["query_data"]["properties"]["group_by"]["enum"] == header
-    assert described["plot_chart"]["properties"]["y"]["enum"] == header
+    assert described["plot_chart"]["properties"]["x"]["enum"] == header
+    assert described["plot_chart"]["properties"]["y"]["enum"] == numeric
     assert "enum" not in described["query_data"]["properties"]["path"]
     wrong = box.call("query_data", {"path": "examples/sales.csv", "column": "revenue"})
     assert wrong.status == "invalid" and "must be one of" in wrong.text and '"sales"' in wrong.text

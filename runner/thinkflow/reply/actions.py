@@ -173,7 +173,8 @@ def expected_format(style: Style, tool_names: Sequence[str]) -> str:
             f"Action: <one tool name, one of: {names}>\n"
             "Action Input: <a JSON object with the tool's arguments>"
         )
-    return f"Call one of the tools ({names}) through the function-calling interface, or reply with the final answer as plain text."
+    return (f"Reply with the final answer as plain text when you know it or no tool fits the question, or call one "
+            f"of the tools ({names}) through the function-calling interface.")
 
 
 def failure(style: Style, tool_names: Sequence[str], error: str, kind: str = "format", thought: str = "") -> ParseFailure:

@@ -33,12 +33,13 @@ from thinkflow.testing.runner import TestRunner  # noqa: E402
 
 def act(tool: str, arguments: dict[str, Any], thought: str = "") -> Reply:
     """A json-style tool call (the embedded model's style)."""
-    return text(json.dumps({"thought": thought or f"I use {tool}.", "action": tool, "action_input": arguments}))
+    return text(json.dumps({"thought": thought or f"I use {tool}.",
+                            "actions": [{"action": tool, "action_input": arguments}]}))
 
 
 def final(answer: str, thought: str = "I have the answer.") -> Reply:
     """A json-style final answer."""
-    return text(json.dumps({"thought": thought, "action": "final_answer", "action_input": answer}))
+    return text(json.dumps({"thought": thought, "actions": [{"action": "final_answer", "action_input": answer}]}))
 
 
 #: (test file stem, case name) -> the model's replies, in call order

@@ -46,12 +46,44 @@ def _content_text(content: Any) -> str:
     return json.dumps(content)
 
 
+def _tools_json(body: dict) -> str:
+    """The request's tool definitions as compact JSON, with a JSON-schema ``response_format`` (json style)."""
+    parts = []
+    if body.get("tools"):
+        parts.append(json.dumps(body["tools"], separators=(",", ":"), ensure_ascii=False))
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        parts.append(json.dumps(fmt, separators=(",", ":"), ensure_ascii=False))
+    return "".join(parts)
+
+
+def count_chars(body: dict, parts: bool = False) -> Any:
+    """Characters of one request body, counted as :func:`count_request` counts tokens (tools as compact JSON, each
+    message's role, text, tool-call names and arguments); with ``parts`` a dict ``{"system", "tools",
+    "conversation", "total"}``."""
+    tools = len(_tools_json(body))
+    system = conversation = 0
+    for m in body.get("messages", []):
+        n = len(str(m.get("role", ""))) + len(_content_text(m.get("content")))
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function", {})
+            n += len(str(fn.get("name", ""))) + len(str(fn.get("arguments", "")))
+        if m.get("role") == "system":
+            system += n
+        else:
+            conversation += n
+    total = tools + system + conversation
+    if parts:
+        return {"system": system, "tools": tools, "conversation": conversation, "total": total}
+    return total
+
+
 def count_request(body: dict) -> int:
     """Prompt tokens of one chat-completions request body (messages + tools), as described in the module doc."""
     total = 3
-    tools = body.get("tools")
+    tools = _tools_json(body)
     if tools:
-        total += count_text(json.dumps(tools, separators=(",", ":"), ensure_ascii=False))
+        total += count_text(tools)
     for m in body.get("messages", []):
         total += 4 + count_text(str(m.get("role", ""))) + count_text(_content_text(m.get("content")))
         for call in m.get("tool_calls") or []:
@@ -62,8 +94,8 @@ def count_request(body: dict) -> int:
 
 def count_parts(body: dict) -> dict[str, int]:
     """Breakdown of :func:`count_request`: ``{"system", "tools", "conversation", "total"}`` tokens."""
-    tools = body.get("tools")
-    t_tools = count_text(json.dumps(tools, separators=(",", ":"), ensure_ascii=False)) if tools else 0
+    tools = _tools_json(body)
+    t_tools = count_text(tools) if tools else 0
     t_system = sum(4 + count_text("system") + count_text(_content_text(m.get("content")))
                    for m in body.get("messages", []) if m.get("role") == "system")
     total = count_request(body)

@@ -77,14 +77,13 @@ def test_sub_agent_answer_comes_back_as_the_observation_and_its_events_nest_in_t
         "parameters": {"type": "object", "properties": {"task": {
             "type": "string",
             "description": "The task for the sub-agent, with every detail it needs (it sees nothing else)."}},
-            "required": ["task"], "additionalProperties": False}}}]
+            "required": ["task"]}}}]
     # the helper runs with its own prompt and tools, on the task alone
     assert reqs[1]["messages"][0]["content"].startswith("You are helper.")
     assert reqs[1]["messages"][1:] == [{"role": "user", "content": "What is 6*7?"}]
     assert [t["function"]["name"] for t in reqs[1]["tools"]] == ["calculator"]
     # the helper's final answer is the observation in the boss's next request
-    assert reqs[3]["messages"][-1] == {"role": "tool", "content": "6*7 is 42", "tool_call_id": "call_h",
-                                       "name": "helper"}
+    assert reqs[3]["messages"][-1] == {"role": "tool", "content": "6*7 is 42", "tool_call_id": "call_h"}
 
     trace = read_trace(result.trace_path)
     assert [e["type"] for e in trace] == [
@@ -190,7 +189,7 @@ def test_depth_limit_is_enforced_at_run_time(openai_server, tmp_path):
     assert result.status == "completed"
     reqs = openai_server.requests
     assert len(reqs) == 4  # deepest never ran
-    assert reqs[2]["messages"][-1] == {"role": "tool", "tool_call_id": "call_d", "name": "deepest", "content": (
+    assert reqs[2]["messages"][-1] == {"role": "tool", "tool_call_id": "call_d", "content": (
         "delegation depth limit reached: calling 'deepest' would nest 2 levels deep (top -> middle -> deepest) "
         "but max_depth allows 1; do this part yourself")}
     assert reqs[3]["messages"][-1]["content"] == "deepest was not available"

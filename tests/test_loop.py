@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,9 +64,14 @@ def test_native_run_completes_in_three_steps_with_real_tool_output(openai_server
     assert reqs[0]["messages"][0]["role"] == "system"
     assert reqs[0]["messages"][0]["content"].startswith("You are a careful tester named tester.")
     assert reqs[0]["messages"][1] == {"role": "user", "content": "What is 17*23+9?"}
-    assert reqs[1]["messages"][-1] == {"role": "tool", "content": "391", "tool_call_id": "call_1", "name": "calculator"}
+    # what the model needs and nothing else: the tool result by call id (no name for an OpenAI-compatible server),
+    # an assistant tool-call turn without empty content, compact arguments, no additionalProperties
+    assert reqs[1]["messages"][-1] == {"role": "tool", "content": "391", "tool_call_id": "call_1"}
     assert reqs[1]["messages"][-2]["tool_calls"][0]["function"]["name"] == "calculator"
-    assert reqs[2]["messages"][-1] == {"role": "tool", "content": "400", "tool_call_id": "call_2", "name": "calculator"}
+    assert reqs[1]["messages"][-2].get("content") is None
+    assert reqs[1]["messages"][-2]["tool_calls"][0]["function"]["arguments"] == '{"expression":"17*23"}'
+    assert "additionalProperties" not in json.dumps(reqs[0]["tools"])
+    assert reqs[2]["messages"][-1] == {"role": "tool", "content": "400", "tool_call_id": "call_2"}
     assert types(events) == [
         "run_started",
         "model_request", "model_replied", "tool_called", "tool_returned",
@@ -254,7 +260,11 @@ def test_run_timeout_while_model_hangs(openai_server, tmp_path):
     openai_server.push(hang())
     result, _ = go(make_spec(openai_server, tmp_path, timeout=0.5), "x", tmp_path)
     assert result.status == "timeout"
-    assert result.error == "the run timed out after 0.5 s while waiting for the model"
+    # the message says where the time went; ThinkFlow's start-up (LiteLLM's import) is not counted
+    assert result.error.startswith("the run timed out after 0.5 s (model calls ")
+    assert result.error.endswith(" while waiting for the model")
+    spent = re.search(r"model calls ([\d.]+) s, tools ([\d.]+) s, ThinkFlow ([\d.]+) s", result.error)
+    assert spent and float(spent.group(2)) == 0.0 and float(spent.group(1)) >= 0.4
 
 
 def test_model_error(openai_server, tmp_path):

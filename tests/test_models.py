@@ -18,7 +18,7 @@ from thinkflow.errors import (
     ProviderUnavailableError,
     RateLimitError,
 )
-from thinkflow.model.messages import Message
+from thinkflow.model.messages import Message, ToolCall
 from thinkflow.model.error_map import retry_after
 from thinkflow.model.replies import content_text
 from thinkflow.model.client import LiteLLMClient, build_client, resolve_model
@@ -189,8 +189,25 @@ def test_tool_call_history_round_trips_to_the_provider(openai_server):
     history = [*HISTORY, first.to_message(), Message("tool", "2", tool_call_id=call.id, name="add")]
     assert client.complete(history, tools=TOOLS).text == "2"
     sent = openai_server.requests[1]["messages"]
-    assert sent[2]["tool_calls"][0]["function"] == {"name": "add", "arguments": '{"a": 1}'}
-    assert sent[3] == {"role": "tool", "content": "2", "tool_call_id": call.id, "name": "add"}
+    assert sent[2]["tool_calls"][0]["function"] == {"name": "add", "arguments": '{"a":1}'}
+    assert sent[3] == {"role": "tool", "content": "2", "tool_call_id": call.id}  # found by id: no name sent
+    assert sent[2].get("content") is None  # a turn with only tool calls carries no empty content
+
+
+def test_wire_messages_keep_tool_names_only_where_the_provider_needs_them():
+    from thinkflow.model.replies import wire_messages
+
+    msgs = [Message("assistant", "", (ToolCall("c1", "add", {"a": 1}),)).to_dict(),
+            Message("tool", "2", tool_call_id="c1", name="add").to_dict(),
+            Message("user", "").to_dict()]
+    for provider in ("openai", "anthropic", "gemini"):
+        sent = wire_messages(msgs, provider)
+        assert sent[0]["content"] is None and sent[0]["tool_calls"] == msgs[0]["tool_calls"]
+        assert sent[1] == {"role": "tool", "content": "2", "tool_call_id": "c1"}
+        assert sent[2] == {"role": "user", "content": ""}
+    assert wire_messages(msgs, "ollama_chat")[1]["name"] == "add"
+    assert wire_messages(msgs, "mistral")[1]["name"] == "add"
+    assert msgs[0]["content"] == "" and msgs[1]["name"] == "add"  # the input is not changed
 
 
 # --- streaming ----------------------------------------------------------------------------------------------------

@@ -121,7 +121,8 @@ def test_agent_ref_can_lift_confirm_and_parallel_safety(tmp_path):
     assert box.parallel_safe("write_file") is False
     assert box.definitions()[0] == {"type": "function", "function": {
         "name": "calculator", "description": specs["calculator"].description,
-        "parameters": specs["calculator"].parameters}}
+        "parameters": {k: v for k, v in specs["calculator"].parameters.items() if k != "additionalProperties"}}}
+    assert specs["calculator"].parameters["additionalProperties"] is False  # still validated, just not sent
     assert [d["name"] for d in box.describe()] == ["calculator", "write_file"]
 
 

@@ -32,7 +32,13 @@ _register()
 
 
 def run_main() -> None:
-    """Entry point of ``thinkflow-run``: exactly ``thinkflow run``."""
+    """Entry point of ``thinkflow-run``: exactly ``thinkflow run``; once the command is done (answer printed,
+    trace, session and telemetry closed), the process ends without the interpreter's teardown
+    (:func:`thinkflow.cli.process_exit.exit_now`)."""
+    from thinkflow.cli.process_exit import exit_now
     from thinkflow.cli.run_cmd import run
 
-    run(prog_name="thinkflow-run")
+    try:
+        run(prog_name="thinkflow-run")
+    except SystemExit as done:
+        exit_now(done.code)

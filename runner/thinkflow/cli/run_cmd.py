@@ -114,6 +114,9 @@ def run(agent_file: Path, task: tuple[str, ...], model: str | None, yes: bool, s
     TASK may be several words; "-" reads it from standard input. In chat, each line is a turn of the same
     session (a new one unless --session is given); type /exit (or Ctrl-D) to leave.
     """
+    from thinkflow.model.preload import preload_litellm
+
+    preload_litellm()  # seconds of imports, overlapped with loading the agent and building its tools
     try:
         _run_command(agent_file, task, model, yes, session_name, quiet, as_json, stream, trace_dir, max_steps,
                      variables, otel, cache)

@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 from thinkflow.errors import AuthenticationError, ModelError, ModelTimeoutError
 from thinkflow.model.messages import Message, ModelReply, Usage
 from thinkflow.model.error_map import bare_message, is_provider_error, map_error, retry_delay, retryable
-from thinkflow.model.replies import delta_text, message_dict, normalise_reply
+from thinkflow.model.replies import delta_text, message_dict, normalise_reply, wire_messages
 from thinkflow.model.providers import (
     OLLAMA_PROVIDERS,
     OPENAI_KEY_VAR,
@@ -169,6 +169,7 @@ class LiteLLMClient:
         self.sleep = sleep
         self.usage_total = Usage()
         self._caps: Capabilities | None = None
+        self._providers: dict[str, str] = {}
         self._routes = [self._route(self.model, primary=True)] + [self._route(m, primary=False) for m in spec.fallbacks]
 
     # routes ---------------------------------------------------------------------------------------------------------
@@ -197,6 +198,26 @@ class LiteLLMClient:
         route.extra = {k: v for k, v in route.extra.items() if k not in LOCAL_EXTRA_KEYS}
         route.ready = True
         return route
+
+    def _provider(self, model: str) -> str:
+        """LiteLLM's provider of ``model`` (cached per model string)."""
+        known = self._providers.get(model)
+        if known is None:
+            known = self._providers[model] = provider_of(model)
+        return known
+
+    def warm_up(self) -> None:
+        """Do the one-time set-up of this client now rather than in the first call: start the embedded model
+        when the main model is ``local/...``, then import LiteLLM (waiting for :func:`preload_litellm`'s import
+        when one is under way). A run calls this before its clock starts, so ``loop.timeout`` does not count it.
+
+        Raises:
+            ModelError: the embedded model cannot start (the first call raises it again).
+        """
+        primary = self._routes[0]
+        if primary.local:
+            self._ready(primary)
+        load_litellm()
 
     # capabilities -----------------------------------------------------------------------------------------------------
     def capabilities(self) -> Capabilities:
@@ -298,7 +319,7 @@ class LiteLLMClient:
         spec = self.spec
         kwargs: dict[str, Any] = {
             "model": route.model,
-            "messages": msgs,
+            "messages": wire_messages(msgs, self._provider(route.model)),
             "timeout": timeout,
             "num_retries": 0,
             "max_retries": 0,

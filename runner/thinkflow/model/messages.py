@@ -30,11 +30,13 @@ class ToolCall:
     arguments: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the OpenAI ``tool_calls[]`` item: ``{"id", "type": "function", "function": {"name", "arguments"}}``."""
+        """Return the OpenAI ``tool_calls[]`` item: ``{"id", "type": "function", "function": {"name", "arguments"}}``
+        (arguments as compact JSON: no spaces after separators)."""
         return {
             "id": self.id,
             "type": "function",
-            "function": {"name": self.name, "arguments": json.dumps(self.arguments, ensure_ascii=False)},
+            "function": {"name": self.name, "arguments": json.dumps(self.arguments, ensure_ascii=False,
+                                                                 separators=(",", ":"))},
         }
 
 

@@ -19,6 +19,26 @@ def message_dict(m: Message | Mapping[str, Any]) -> dict[str, Any]:
     return m.to_dict() if isinstance(m, Message) else dict(m)
 
 
+#: LiteLLM providers that find a tool result's tool by its call id, so its ``name`` need not be sent (OpenAI and
+#: OpenAI-compatible servers, Azure, Anthropic; Gemini/Vertex recover it from the assistant turn's calls)
+NAMELESS_TOOL_RESULTS = frozenset({"openai", "azure", "anthropic", "gemini", "vertex_ai"})
+
+
+def wire_messages(msgs: Sequence[dict[str, Any]], provider: str) -> list[dict[str, Any]]:
+    """The message dicts as sent to ``provider``: an assistant turn that only carries tool calls has no content
+    (None, as the OpenAI API returns it, instead of ""), and a tool result drops its ``name`` where the provider
+    does not need it (:data:`NAMELESS_TOOL_RESULTS`). Other messages are passed as they are (not copied)."""
+    drop_name = provider in NAMELESS_TOOL_RESULTS
+    out = []
+    for m in msgs:
+        if m.get("tool_calls") and m.get("role") == "assistant" and m.get("content") == "":
+            m = {**m, "content": None}
+        elif drop_name and m.get("role") == "tool" and "name" in m:
+            m = {k: v for k, v in m.items() if k != "name"}
+        out.append(m)
+    return out
+
+
 def delta_text(chunk: Any) -> str:
     """The text piece of one streamed chunk ("" when it carries none)."""
     choices = getattr(chunk, "choices", None) or []

@@ -182,7 +182,8 @@ def textualize(messages: Sequence[Message]) -> list[Message]:
         if m.role == "assistant" and m.tool_calls:
             parts = [m.content.strip()] if m.content.strip() else []
             for c in m.tool_calls:
-                parts.append(f"Action: {c.name}\nAction Input: {json.dumps(c.arguments, ensure_ascii=False)}")
+                arguments = json.dumps(c.arguments, ensure_ascii=False, separators=(",", ":"))
+                parts.append(f"Action: {c.name}\nAction Input: {arguments}")
             out.append(Message("assistant", "\n".join(parts)))
         elif m.role == "tool":
             out.append(Message("user", f"Observation: {m.content}"))

@@ -28,6 +28,7 @@ of the run.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -385,7 +386,11 @@ class _Run(RunBase):
         for call in action.calls:
             self.emit(ev.ToolCalled(step=step.number, call_id=call.id, name=call.name, arguments=call.arguments))
         step.admitted = len(admission.admitted)
-        ran = execute_calls(self.toolbox, action.calls, admission.admitted)
+        started = time.monotonic()
+        try:
+            ran = execute_calls(self.toolbox, action.calls, admission.admitted)
+        finally:
+            self.tool_seconds += time.monotonic() - started
         for i, call in enumerate(action.calls):
             outcome = admission.decided.get(i) or ran[i]
             self.emit(ev.ToolReturned(step=step.number, call_id=call.id, name=call.name, status=outcome.status,

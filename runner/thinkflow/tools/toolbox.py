@@ -173,9 +173,11 @@ class Toolbox:
                 tool.start_run(run)
 
     def definitions(self) -> list[dict[str, Any]]:
-        """Tools in the OpenAI format: ``[{"type": "function", "function": {"name", "description",
-        "parameters"}}]``."""
-        return [{"type": "function", "function": d} for d in self.describe()]
+        """Tools in the OpenAI format, as sent to the model: ``[{"type": "function", "function": {"name",
+        "description", "parameters"}}]``. The parameters leave out ``additionalProperties: false`` (the toolbox
+        rejects unknown arguments itself, and the model pays for every character on every step)."""
+        return [{"type": "function", "function": {**d, "parameters": for_model(d["parameters"])}}
+                for d in self.describe()]
 
     def describe(self) -> list[dict[str, Any]]:
         """``[{"name", "description", "parameters"}]`` for prompt templates."""
@@ -260,3 +262,13 @@ class Toolbox:
         if spec.secrets:
             return ToolResult(result.status, redact(result.text, spec.secrets), redact(data, spec.secrets))
         return ToolResult(result.status, result.text, data)
+
+
+def for_model(schema: Any) -> Any:
+    """``schema`` without ``additionalProperties: false`` at any depth (a new object; the input is unchanged).
+    What the model needs to call a tool is its properties; the toolbox still validates against the full schema."""
+    if isinstance(schema, dict):
+        return {k: for_model(v) for k, v in schema.items() if not (k == "additionalProperties" and v is False)}
+    if isinstance(schema, list):
+        return [for_model(v) for v in schema]
+    return schema

@@ -601,3 +601,58 @@ def test_long_term_memory_fact_recalled_by_next_run(openai_server, tmp_path):
     assert system.count(fact) == 1
     recalled = [e for e in events if e.type == "memory_recalled"]
     assert fact in [m["content"] for m in recalled[0].memories]
+
+
+# ------------------------------------------------------------------------------------------------ model-call worker
+
+
+def test_model_calls_of_a_run_share_one_persistent_worker_thread(openai_server, tmp_path, monkeypatch):
+    import threading
+
+    from thinkflow.model.client import LiteLLMClient
+
+    seen = []
+    original = LiteLLMClient.complete
+
+    def spy(self, *args, **kwargs):
+        seen.append(threading.current_thread())
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(LiteLLMClient, "complete", spy)
+    openai_server.push(*[tool_calls([("calculator", {"expression": f"{i}*2"}, f"c{i}")]) for i in range(4)],
+                       text("done"))
+    result, _ = go(make_spec(openai_server, tmp_path, max_steps=6), "x", tmp_path)
+    assert result.status == "completed" and result.steps == 5
+    assert len({t.ident for t in seen}) == 1  # one thread for every step, not one per call
+    assert seen[0] is not threading.current_thread() and seen[0].daemon
+    assert seen[0].name.startswith("thinkflow-model-")
+
+
+def test_the_deadline_holds_for_each_run_after_an_abandoned_call(openai_server, tmp_path):
+    # a hung call is abandoned at the deadline; its worker stays busy, so the next run gets another worker and
+    # its own deadline holds too, and a run after that still completes
+    openai_server.push(hang(), hang(), text("fine"))
+    spec = make_spec(openai_server, tmp_path, timeout=0.5)
+    first, _ = go(spec, "x", tmp_path)
+    second, _ = go(spec, "y", tmp_path)
+    assert (first.status, second.status) == ("timeout", "timeout")
+    assert first.duration_s < 15 and second.duration_s < 15
+    third, _ = go(make_spec(openai_server, tmp_path, timeout=60), "z", tmp_path)
+    assert (third.status, third.answer) == ("completed", "fine")
+
+
+def test_the_run_clock_starts_after_the_client_warms_up(openai_server, tmp_path, monkeypatch):
+    import time as time_module
+
+    from thinkflow.model.client import LiteLLMClient
+
+    monkeypatch.setattr(LiteLLMClient, "warm_up", lambda self: time_module.sleep(0.3))
+    openai_server.push(text("in time"), hang())
+    began = time_module.monotonic()
+    result, _ = go(make_spec(openai_server, tmp_path, timeout=60), "x", tmp_path)
+    wall = time_module.monotonic() - began
+    assert (result.status, result.answer) == ("completed", "in time")
+    assert result.duration_s <= wall - 0.3 + 0.01  # the warm-up is outside the run's clock
+    timed_out, _ = go(make_spec(openai_server, tmp_path, timeout=0.5), "y", tmp_path)
+    assert timed_out.status == "timeout"
+    assert "; start-up 0.3 s before the run, not counted)" in timed_out.error

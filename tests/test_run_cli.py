@@ -193,8 +193,8 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _run_proc(tmp_path: Path, *args: str) -> subprocess.Popen:
-    command = [str(BIN / "thinkflow"), "run"]
+def _run_proc(tmp_path: Path, *args: str, entry: str = "thinkflow run") -> subprocess.Popen:
+    command = [str(BIN / "thinkflow"), "run"] if entry == "thinkflow run" else [str(BIN / "thinkflow-run")]
     return subprocess.Popen([*command, *args], cwd=tmp_path, env=env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, encoding="utf-8", preexec_fn=_default_sigint)
 
@@ -224,10 +224,11 @@ def test_two_processes_share_a_session_then_a_third_resumes_it(tmp_path, openai_
     ]
 
 
-def test_ctrl_c_exits_130_with_session_and_trace_saved(tmp_path, openai_server):
+@pytest.mark.parametrize("entry", ["thinkflow run", "thinkflow-run"])  # thinkflow-run ends with os._exit
+def test_ctrl_c_exits_130_with_session_and_trace_saved(tmp_path, openai_server, entry):
     path = str(agent_yaml(tmp_path, openai_server))
     openai_server.push(hang())
-    proc = _run_proc(tmp_path, path, "wait forever", "--session", "s")
+    proc = _run_proc(tmp_path, path, "wait forever", "--session", "s", entry=entry)
     deadline = time.monotonic() + 240
     while not openai_server.requests and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -241,6 +242,31 @@ def test_ctrl_c_exits_130_with_session_and_trace_saved(tmp_path, openai_server):
     events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
     assert events[-1]["type"] == "run_finished"
     assert events[-1]["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("ending", ["completed", "max_steps"])
+def test_thinkflow_run_skips_teardown_but_writes_everything(tmp_path, openai_server, ending):
+    # thinkflow-run ends with os._exit once the command is done: the answer, the trace (to its last event), the
+    # session and the exit code must all be there as with an ordinary exit
+    path = agent_yaml(tmp_path, openai_server)
+    if ending == "completed":
+        openai_server.push(tool_calls([("calculator", {"expression": "6*7"}, "c1")]), text("It is 42."))
+    else:
+        openai_server.push(*[tool_calls([("calculator", {"expression": f"{i}+1"}, f"c{i}")]) for i in range(4)])
+    proc = _run_proc(tmp_path, str(path), "compute", "--session", "fast", "--quiet", entry="thinkflow-run")
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == (0 if ending == "completed" else 1), err
+    if ending == "completed":
+        assert out == "It is 42.\n"
+    else:
+        assert out.startswith("No final answer was reached. Last result (calculator): 4")
+    turns = json.loads((tmp_path / ".thinkflow" / "sessions" / "tester" / "fast.json").read_text(encoding="utf-8"))
+    assert [(t["task"], t["status"]) for t in turns["turns"]] == [("compute", ending)]
+    trace = next((tmp_path / ".thinkflow" / "runs").glob("*.jsonl"))
+    events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    assert events[0]["type"] == "run_started"
+    assert events[-1]["type"] == "run_finished" and events[-1]["status"] == ending
+    assert [e["type"] for e in events].count("tool_returned") == (1 if ending == "completed" else 4)
 
 
 def test_model_override(cli, tmp_path, openai_server):

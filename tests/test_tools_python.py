@@ -298,3 +298,51 @@ def test_an_entry_point_tool_reaches_the_model_with_its_docstring_or_tool_descri
     finally:
         refs.entry_point_tools.cache_clear()
         unregister("convert")
+
+# ------------------------------------------------------------------------------------------------ where a call runs
+
+
+def _where() -> str:
+    import threading
+
+    return threading.current_thread().name
+
+
+def test_a_quick_tool_runs_inline_and_a_non_importable_one_in_a_reused_thread():
+    import threading
+
+    quick = PythonTool(ToolSpec(name="where", description="d", kind="python", quick=True), func=_where)
+    plain = PythonTool(ToolSpec(name="where", description="d", kind="python"), func=lambda: _where())
+    inline = quick.run({})
+    assert inline.text == threading.current_thread().name and inline.data["isolation"] == "inline"
+    assert plain.run({}).data["isolation"] == "thread"  # a lambda cannot be imported in a worker process
+    names = {plain.run({}).text for _ in range(5)}
+    assert len(names) == 1 and names != {threading.current_thread().name}
+    assert names.pop().startswith("thinkflow-tool-")
+
+
+def test_ctrl_c_interrupts_a_quick_tool_and_an_overrun_is_marked():
+    import time
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    spec = ToolSpec(name="k", description="d", kind="python", quick=True, timeout=0.01)
+    with pytest.raises(KeyboardInterrupt):
+        PythonTool(spec, func=interrupted).run({})
+    slow = PythonTool(spec, func=lambda: time.sleep(0.05) or "late")
+    result = slow.run({})
+    assert (result.status, result.text, result.data["overran_timeout"]) == ("ok", "late", True)
+
+
+def test_an_ordinary_tool_still_times_out_and_its_worker_is_not_reused_while_stuck():
+    import threading
+
+    release = threading.Event()
+    spec = ToolSpec(name="stuck", description="d", kind="python", timeout=0.1)
+    stuck = PythonTool(spec, func=lambda: release.wait(30) and "done")
+    result = stuck.run({})
+    assert result.status == "timeout" and result.text == "timed out after 0.1 s"
+    free = PythonTool(ToolSpec(name="free", description="d", kind="python", timeout=10), func=lambda: "free")
+    assert free.run({}).text == "free"  # not queued behind the stuck call
+    release.set()

@@ -1,7 +1,8 @@
 """ThinkFlow on the task: an agent YAML + a tools.d file generated into ``bench/.work/loop/``, loaded with
 ``thinkflow.config.loader.load_agent``, built with ``thinkflow.agent.build`` and run with ``thinkflow.run.loop.run``
 (project venv). The tools are ``kind: python`` specs whose entrypoints are the task's functions
-(``task:lookup_price`` ...), parameters derived from their signatures and docstrings as for any user tool.
+(``task:lookup_price`` ...), parameters derived from their signatures and docstrings as for any user tool, each
+declared ``quick: true`` (they return at once, so they run in the loop's thread: what a user writes for such tools).
 """
 
 from __future__ import annotations
@@ -26,18 +27,21 @@ name: lookup_price
 description: Look up the unit price of a product in dollars.
 kind: python
 entrypoint: task:lookup_price
+quick: true
 ---
 version: 1
 name: add
 description: Add two numbers.
 kind: python
 entrypoint: task:add
+quick: true
 ---
 version: 1
 name: multiply
 description: Multiply two numbers.
 kind: python
 entrypoint: task:multiply
+quick: true
 """
 
 

@@ -249,8 +249,8 @@ class ToolSpec:
         confirm: a person must approve each call (denied without a terminal unless ``--yes``).
         source: the file the spec came from, or None (built-ins, entry points).
         secrets: values interpolated from the environment into this spec, redacted wherever shown.
-    python: ``entrypoint`` as ``package.module:function``; ``quick`` (the function returns at once: it runs in a
-        thread of the runner instead of a worker process, and its timeout only stops waiting).
+    python: ``entrypoint`` as ``package.module:function``; ``quick`` (the function returns at once: it runs in the
+        caller's thread, with no handoff, and its timeout is not enforced; Ctrl-C still interrupts it).
     shell: ``command`` argv templates, ``shell`` opt-in for a shell pipeline, ``cwd``, ``env`` (declared
         variables) and ``env_allow`` (names passed through from the environment besides the default allowlist).
     http: ``request``, ``response_json_path``, ``allow_hosts``, ``allow_private``, ``max_redirects``.

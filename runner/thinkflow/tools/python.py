@@ -13,10 +13,12 @@ starts a new one, so the timeout holds even for code that never releases the int
 sees the runner's ``sys.path``, working directory and environment of the moment of the call. Importing the
 function in a new worker is not counted in the timeout (it is bounded by :data:`STARTUP_SECONDS`).
 
-Two cases run in a thread of the runner instead, where the timeout only stops waiting (the thread cannot be
-killed and runs on in the background): a tool that declares ``quick: true`` (cheap: no process, no JSON), and a
-function that cannot be imported by name in another process (defined inside a function, in ``__main__``, or not a
-plain function); ``data["isolation"]`` says which applied ("process" or "thread").
+A tool that declares ``quick: true`` runs in the caller's own thread, with no handoff at all (no process, no JSON,
+no thread): Ctrl-C interrupts it as any code of the loop, but its timeout is not enforced (a call that overran it is
+marked ``data["overran_timeout"]``). A function that cannot be imported by name in another process (defined inside
+a function, in ``__main__``, or not a plain function) runs in a reused daemon thread (:mod:`thinkflow.workers`)
+where the timeout only stops waiting (the thread cannot be killed and runs on in the background).
+``data["isolation"]`` says which applied ("process", "inline" or "thread").
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import os
 import select
 import subprocess
 import sys
-import threading
 import time
 import traceback
 import weakref
@@ -44,6 +45,7 @@ from thinkflow.config.entrypoints import search_dirs
 from thinkflow.tools.output import cap_text, decode
 from thinkflow.tools.registry import load_entry_point, registered
 from thinkflow.tools.schema import SignatureArguments, derive_parameters, describe_function
+from thinkflow.workers import WorkerPool
 
 
 def import_entrypoint(value: str, search: list[Path] | None = None) -> Callable[..., Any]:
@@ -105,28 +107,39 @@ def error_result(exc: BaseException) -> ToolResult:
     return ToolResult("error", text, {"traceback": tb, "exception": type(exc).__name__})
 
 
-def run_with_timeout(func: Callable[..., Any], kwargs: dict[str, Any], timeout: float, max_output: int) -> ToolResult:
-    """Call ``func(**kwargs)`` in a daemon thread, waiting at most ``timeout`` seconds, and turn the outcome into
-    a ToolResult (a returned ToolResult passes through). Data gets ``duration_s``, ``bytes``, ``truncated``."""
+_TOOL_CALLS = WorkerPool("thinkflow-tool")
+
+
+def run_with_timeout(func: Callable[..., Any], kwargs: dict[str, Any], timeout: float, max_output: int, *,
+                     inline: bool = False) -> ToolResult:
+    """Call ``func(**kwargs)`` in a pooled daemon worker thread, waiting at most ``timeout`` seconds, and turn the
+    outcome into a ToolResult (a returned ToolResult passes through). Data gets ``duration_s``, ``bytes``,
+    ``truncated``. ``inline``: call it in this thread instead (a ``quick`` tool): no handoff, Ctrl-C interrupts
+    it as any code of the caller, the timeout is not enforced and an overrun is marked ``overran_timeout``."""
     box: dict[str, Any] = {}
 
     def target() -> None:
         try:
             value = func(**kwargs)
-            if inspect.iscoroutine(value):  # async def tools run on their own event loop in the worker
+            if inspect.iscoroutine(value):  # async def tools run on their own event loop
                 value = asyncio.run(value)
             box["value"] = value
-        except BaseException as exc:  # noqa: BLE001 - every failure becomes an observation
+        except Exception as exc:  # noqa: BLE001 - every failure becomes an observation
+            box["error"] = exc
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and the like from a tool, too
+            if inline and isinstance(exc, KeyboardInterrupt):
+                raise  # Ctrl-C in the caller's thread interrupts the run, as it would outside the tool
             box["error"] = exc
 
     started = time.monotonic()
-    worker = threading.Thread(target=target, name=f"tool-{getattr(func, '__name__', 'call')}", daemon=True)
-    worker.start()
-    worker.join(timeout)
+    if inline:
+        target()
+    else:
+        if not _TOOL_CALLS.submit(target).wait(timeout):
+            duration = round(time.monotonic() - started, 3)
+            return ToolResult("timeout", f"timed out after {timeout:g} s",
+                              {"duration_s": duration, "bytes": 0, "truncated": False})
     duration = round(time.monotonic() - started, 3)
-    if worker.is_alive():
-        return ToolResult("timeout", f"timed out after {timeout:g} s",
-                          {"duration_s": duration, "bytes": 0, "truncated": False})
     if "error" in box:
         result = error_result(box["error"])
     else:
@@ -137,6 +150,8 @@ def run_with_timeout(func: Callable[..., Any], kwargs: dict[str, Any], timeout: 
     data.setdefault("bytes", total)
     data["truncated"] = bool(data.get("truncated")) or truncated
     data["duration_s"] = duration
+    if inline and duration > timeout:
+        data["overran_timeout"] = True
     return ToolResult(result.status, text, data)
 
 
@@ -300,8 +315,9 @@ class PythonTool:
             return ToolResult("invalid", f"invalid arguments for tool '{self.spec.name}': {problem}")
         if self._target is not None:
             return self._run_in_worker(arguments)
-        result = run_with_timeout(self.func, kwargs, self.spec.timeout, self.spec.max_output)
-        return ToolResult(result.status, result.text, {**result.data, "isolation": "thread"})
+        quick = bool(getattr(self.spec, "quick", False))
+        result = run_with_timeout(self.func, kwargs, self.spec.timeout, self.spec.max_output, inline=quick)
+        return ToolResult(result.status, result.text, {**result.data, "isolation": "inline" if quick else "thread"})
 
     def _worker(self) -> _Worker:
         with self._lock:

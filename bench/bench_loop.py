@@ -45,6 +45,7 @@ IMPLS: list[tuple[str, str, str, str, list[str]]] = [
 WINDOW_IMPLS = [("thinkflow_w4", "ThinkFlow, short_term window 4", "project", "thinkflow_agent",
                  ["--window", "4", "--no-trace"])]
 PEER_KEYS = ("langchain", "smolagents")
+LOOP_TARGET = 1.10  #: ThinkFlow's overhead per step at most this many times the bare LiteLLM loop's
 
 
 def thinkflow_loop_available() -> bool:
@@ -222,14 +223,23 @@ def _targets(result: dict) -> list[dict]:
     targets = []
     if tf and tf.get("ratio"):
         r = tf["ratio"]
-        targets.append({"target": "loop overhead <= 5 % above the bare LiteLLM loop",
-                        "value": f"{(r - 1) * 100:+.1f} %", "met": r <= 1.05})
+        spread = tf.get("ratio_rounds") or {}
+        top = spread.get("max", r)
+        # met only when the spread allows it: the worst round's ratio within the target, not just the median
+        targets.append({"target": f"loop overhead per step <= {LOOP_TARGET:.2f}x the bare LiteLLM loop (every round)",
+                        "value": f"{r:.2f}x, rounds {spread.get('min', r):.2f}-{top:.2f}",
+                        "met": top <= LOOP_TARGET})
         peers = {k: impls[k] for k in PEER_KEYS if k in impls and impls[k].get("ratio")}
         if peers:
             worst = min(peers.values(), key=lambda e: e["ratio"])
-            targets.append({"target": "loop overhead below every peer",
-                            "value": f"ThinkFlow {r:.2f}x vs lowest peer {worst['label']} {worst['ratio']:.2f}x",
-                            "met": all(r < e["ratio"] for e in peers.values())})
+            # paired by round (the same load): ThinkFlow's round median below each peer's in every round
+            wins = {k: sum(a < b for a, b in zip(tf["round_medians"], e["round_medians"])) for k, e in peers.items()}
+            rounds = min(len(tf["round_medians"]), *(len(e["round_medians"]) for e in peers.values()))
+            targets.append({"target": "loop overhead below every peer (in every interleaved round)",
+                            "value": f"ThinkFlow {r:.2f}x vs lowest peer {worst['label']} {worst['ratio']:.2f}x; "
+                                     "rounds won: " + ", ".join(f"{impls[k]['label']} {n}/{rounds}"
+                                                                for k, n in wins.items()),
+                            "met": all(n == rounds for n in wins.values()) and rounds > 0})
             tok = {k: e.get("tokens_mean") for k, e in peers.items() if e.get("tokens_mean")}
             if tok and tf.get("tokens_mean"):
                 smallest = min(tok, key=tok.get)

@@ -80,10 +80,10 @@ def test_prints_do_not_break_the_protocol_and_cwd_and_environment_follow_the_run
     assert f'"cwd": "{tmp_path}"' in text and '"flag": "on"' in text
 
 
-def test_quick_tools_and_functions_defined_inside_functions_run_in_a_thread(module):
+def test_quick_tools_run_inline_and_functions_defined_inside_functions_in_a_thread(module):
     quick = ptool(module, "count", quick=True)
-    assert quick.isolation == "thread"
-    assert quick.run({}).data["isolation"] == "thread"
+    assert quick.isolation == "inline"
+    assert quick.run({}).data["isolation"] == "inline"
 
     @tool(name="local_echo", timeout=5)
     def local_echo(text: str) -> str:

@@ -32,6 +32,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import weakref
@@ -297,8 +298,11 @@ class PythonTool:
 
     @property
     def isolation(self) -> str:
-        """``"process"`` (calls run in a worker process that is killed on timeout) or ``"thread"``."""
-        return "process" if self._target is not None else "thread"
+        """``"process"`` (calls run in a worker process that is killed on timeout), ``"inline"`` (``quick``: in the
+        caller's thread) or ``"thread"`` (a reused worker thread; the timeout only stops waiting)."""
+        if self._target is not None:
+            return "process"
+        return "inline" if getattr(self.spec, "quick", False) else "thread"
 
     def parameters(self) -> dict[str, Any]:
         """The declared schema, or the one derived from the function."""
@@ -317,7 +321,7 @@ class PythonTool:
             return self._run_in_worker(arguments)
         quick = bool(getattr(self.spec, "quick", False))
         result = run_with_timeout(self.func, kwargs, self.spec.timeout, self.spec.max_output, inline=quick)
-        return ToolResult(result.status, result.text, {**result.data, "isolation": "inline" if quick else "thread"})
+        return ToolResult(result.status, result.text, {**result.data, "isolation": self.isolation})
 
     def _worker(self) -> _Worker:
         with self._lock:

@@ -83,8 +83,13 @@ def test_native_run_completes_in_three_steps_with_real_tool_output(openai_server
     assert [e["type"] for e in trace] == types(events)
     assert trace[-1]["status"] == "completed"
     assert "messages" not in trace[1] and trace[1]["message_count"] == 2
+    from thinkflow.model.replies import wire_messages
+
     for n, sent in enumerate(reqs):  # the trace holds each message once, yet rebuilds every request as sent
-        assert rebuild_request(trace, n)["messages"] == sent["messages"]
+        # (the client's wire form for the provider: no empty content on tool-call turns, tool results by id)
+        assert wire_messages(rebuild_request(trace, n)["messages"], "openai") == [
+            {k: v for k, v in m.items() if v is not None} | ({"content": None} if m.get("tool_calls") else {})
+            for m in sent["messages"]]
         assert rebuild_request(trace, n)["tools"] == sent["tools"]
     assert trace[4]["observation"] == "391"
     assert trace[2]["usage"]["total_tokens"] == 15

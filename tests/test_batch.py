@@ -281,3 +281,12 @@ def test_any_inputs_file_gives_inputs_or_a_batch_error(tmp_path, lines):
     else:
         assert items and len({i.id for i in items}) == len(items)
         assert all(isinstance(i.task, str) and i.task.strip() == i.task and i.task for i in items)
+
+
+def test_max_cost_with_an_unknown_price_warns(cli, tmp_path, openai_server):
+    openai_server.responder = adder
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "task": "add 1 and 1"}, {"id": "b", "task": "add 2 and 2"}])
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o",
+                               str(tmp_path / "o.jsonl"), "--max-cost", "0.0001", "-c", "1"])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("the model's price is unknown, so --max-cost cannot be enforced") == 1

@@ -290,3 +290,9 @@ def test_confirm_tool_needs_yes_without_a_terminal(cli, tmp_path, openai_server,
     else:
         assert not (tmp_path / "out.txt").exists()
         assert "write_file" in observation and "approv" in observation
+
+
+def test_an_explicitly_empty_task_is_a_usage_error(cli, tmp_path, openai_server):
+    result = cli.invoke(main, ["run", str(agent_yaml(tmp_path, openai_server)), "  "])
+    assert result.exit_code == 2 and "the TASK is empty" in result.output
+    assert openai_server.requests == []

@@ -492,3 +492,29 @@ def test_a_session_runs_one_request_at_a_time(live, model):
         assert list(messages)[-1][1]["status"] == "interrupted"
     model.push(text("now it runs"))
     assert post_run(live, task="third", session="busy").json()["answer"] == "now it runs"
+
+
+def test_a_secret_in_the_answer_is_redacted_in_every_response(live, model):
+    model.push(text(f"the key is {KEY} ok"), text(f"again {KEY}"), text(f"third {KEY}"))
+    plain = post_run(live, task="tell me the key")
+    assert plain.json()["answer"] == "the key is *** ok"
+    run_id = plain.json()["run_id"]
+    assert KEY not in httpx.get(f"{live.url}/api/runs/{run_id}").text
+    with httpx.stream("POST", f"{live.url}/api/agents/helper/runs", json={"task": "again", "stream": True},
+                      timeout=30) as response:
+        body = "".join(response.iter_text())
+    assert "again ***" in body and KEY not in body
+    chat = httpx.post(f"{live.url}/v1/chat/completions", timeout=30,
+                      json={"model": "helper", "messages": [{"role": "user", "content": "third"}]})
+    assert chat.json()["choices"][0]["message"]["content"] == "third ***"
+
+
+def test_deep_or_broken_unicode_bodies_are_400(live, model):
+    deep = '{"task": "x", "vars": ' + "[" * 1_500 + "]" * 1_500 + "}"
+    response = httpx.post(f"{live.url}/api/agents/helper/runs", content=deep,
+                          headers={"Content-Type": "application/json"})
+    assert response.status_code == 400 and response.json()["error"]["code"] == "bad_json"
+    surrogate = httpx.post(f"{live.url}/api/agents/helper/runs", content=b'{"task": "\\ud800"}',
+                           headers={"Content-Type": "application/json"})
+    assert surrogate.status_code == 400 and "Unicode" in surrogate.json()["error"]["message"]
+    assert model.requests == []

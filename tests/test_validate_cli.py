@@ -177,3 +177,20 @@ def test_allow_missing_env_in_json_and_github_formats(tmp_path, monkeypatch):
         "${TF_UNSET_KEY_FOR_TEST:-value})")
     monkeypatch.setenv("TF_UNSET_KEY_FOR_TEST", "sk-set-for-this-test")
     assert invoke("validate", "--allow-missing-env", "agents.d/b.yaml").output == "1 file valid\n"
+
+
+def test_rules_with_a_bad_regex_or_an_unknown_argument_are_issues(tmp_path):
+    agent = write(tmp_path / "r.yaml", "version: 1\nname: r\ntools: [{name: calculator, allow: {expression: "
+                  "['(unclosed']}, deny: {expresion: ['y']}}]\n")
+    result = invoke("validate", str(agent))
+    assert result.exit_code == 1
+    assert (f"{agent}:3:49: tools[0].allow.expression[0]: not a valid regular expression: missing ), "
+            "unterminated subpattern at position 0") in result.output
+    assert (f"{agent}:3:71: tools[0].deny.expresion: tool 'calculator' has no argument 'expresion' "
+            "(did you mean 'expression'?)") in result.output
+
+
+def test_a_folder_with_nothing_to_check_is_a_usage_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "empty")])
+    assert result.exit_code == 2 and "no agent, tool or test files found in" in result.output

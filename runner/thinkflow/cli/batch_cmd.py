@@ -162,16 +162,24 @@ def _run_with_progress(err: Any, pool: Any, inputs: Any, log: Any, width: int, *
         done_before = sum(1 for i in inputs if i.id in log.records and log.records[i.id].get("status") == "completed")
         task = progress.add_task("batch", total=len(inputs), completed=done_before, counts="")
 
+        warned = []
+
         def on_result(record: dict[str, Any], summary: Any) -> None:
+            if options.get("max_cost") and record.get("steps") and record.get("cost_usd") is None and not warned:
+                warned.append(True)
+                progress.console.print("[yellow]warning: the model's price is unknown, so --max-cost cannot be "
+                                       "enforced (use --max-tokens)[/]", soft_wrap=True)
             counts = " ".join(f"{status} {n}" for status, n in sorted(summary.counts.items()))
             progress.update(task, advance=1, counts=counts)
 
         try:
             return run_batch(pool, inputs, log, concurrency=width, on_result=on_result, **options)
         except KeyboardInterrupt:
+            from thinkflow.cli.process_exit import exit_now
+
             progress.stop()
             err.print("[yellow]interrupted again: leaving now; finished results are in the results file[/]")
-            raise SystemExit(EXIT_INTERRUPTED) from None
+            exit_now(EXIT_INTERRUPTED)  # runs still in flight hold worker threads a normal exit would wait for
 
 
 def _print_summary(err: Any, summary: Any, output: Path) -> None:

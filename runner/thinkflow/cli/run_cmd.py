@@ -136,6 +136,8 @@ def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, str
         text = sys.stdin.read().strip()
         if not text:
             raise click.UsageError("no task on standard input")
+    if task and not text:
+        raise click.UsageError("the TASK is empty: give a task, or leave TASK out to chat")
     chat = not text
     if chat and as_json:
         raise click.UsageError("--json needs a TASK (chat is interactive)")

@@ -125,8 +125,11 @@ def _run(specs: list[Any], *, mode: str, cache: bool, junit_file: Path | None, f
     if junit_file is not None:
         from thinkflow.testing.junit import to_junit
 
-        junit_file.parent.mkdir(parents=True, exist_ok=True)
-        junit_file.write_text(to_junit(results), encoding="utf-8")
+        try:
+            junit_file.parent.mkdir(parents=True, exist_ok=True)
+            junit_file.write_text(to_junit(results), encoding="utf-8")
+        except OSError as error:
+            raise click.UsageError(f"cannot write the JUnit file {junit_file}: {error.strerror or error}") from None
     raise SystemExit(EXIT_OK if all(r.passed for r in results) else EXIT_FAILED)
 
 

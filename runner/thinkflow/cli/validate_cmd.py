@@ -58,6 +58,8 @@ def validate(paths: tuple[str, ...], fmt: str, allow_missing_env: bool, probe: b
 
         issues = sorted(dict.fromkeys([*issues, *probe_paths(files)]), key=lambda i: (i.file, i.line, i.column))
     bad = sorted({i.file for i in issues})
+    if not files and not issues:
+        raise click.UsageError(f"no agent, tool or test files found in {', '.join(paths)}")
 
     def as_dict(i):
         return {"file": i.file, "line": i.line, "column": i.column, "path": i.path, "message": i.message,

@@ -376,7 +376,31 @@ class _AgentRefs:
                 known = [*index, *builtins, *entry_point_tools()]
                 self.issue(at, f"unknown tool '{name}'", did_you_mean(name, known) or
                            "define it in tools.d/, list its file under tool_paths, or use a built-in")
+            if isinstance(entry, dict) and name in found:
+                self.rules(i, entry, found[name])
         return found
+
+    def rules(self, index: int, entry: dict[str, Any], spec: ToolSpec) -> None:
+        """An agent's ``allow``/``deny`` rules for a tool: every regex compiles, and every argument they name is one
+        of the tool's parameters (when its schema is known statically)."""
+        import re
+
+        properties = (spec.parameters or {}).get("properties") if spec.kind != "mcp" else None
+        for kind in ("allow", "deny"):
+            rules = entry.get(kind)
+            if not isinstance(rules, dict):
+                continue
+            for argument, patterns in rules.items():
+                at = ("tools", index, kind, argument)
+                if isinstance(properties, dict) and argument not in properties:
+                    self.issue(at, f"tool '{spec.name}' has no argument '{argument}'",
+                               did_you_mean(argument, properties) or f"its arguments: {', '.join(properties) or 'none'}",
+                               key=True)
+                for n, pattern in enumerate(patterns if isinstance(patterns, list) else []):
+                    try:
+                        re.compile(pattern)
+                    except (re.error, TypeError) as exc:
+                        self.issue((*at, n), f"not a valid regular expression: {exc}")
 
     def prompt(self, tool_specs: dict[str, ToolSpec] | None = None) -> Path | None:
         prompt = self.data.get("prompt")

@@ -54,6 +54,15 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError) as error:
         raise ApiError(400, "bad_json", f"the request body is not valid JSON: {error}",
                        "send a JSON object with Content-Type: application/json") from None
+    except RecursionError:
+        raise ApiError(400, "bad_json", "the request body is JSON nested too deeply",
+                       "send a JSON object with less nesting") from None
+    try:
+        raw.decode("utf-8") if isinstance(raw, bytes) else raw.encode("utf-8")
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeError:
+        raise ApiError(400, "bad_json", "the request body holds text that is not valid Unicode (a lone surrogate)",
+                       "send UTF-8 text") from None
     if not isinstance(data, dict):
         raise ApiError(400, "bad_json", f"the request body must be a JSON object, not {type(data).__name__}",
                        'wrap the fields in an object, e.g. {"task": "..."}')

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from thinkflow.redaction import redact
 from thinkflow.errors import PromptError, SessionError, ThinkFlowError
 from thinkflow.serve.catalog import Catalog, ServedAgent
 from thinkflow.serve.events import event_payload, result_payload
@@ -306,6 +307,7 @@ class RunManager:
                 payload = {"run_id": handle.run_id, "agent": agent, "session": session, "status": "error",
                            "answer": "", "steps": 0, "tool_calls": 0, "usage": {},
                            "error": f"{type(failure).__name__}: {failure}", "duration_s": 0.0}
+            payload = redact(payload, secrets)  # the answer may quote a secret a tool read
             try:
                 loop.call_soon_threadsafe(self._finish, handle, key, payload)
             except RuntimeError:  # the event loop is gone (hard shutdown): record it here

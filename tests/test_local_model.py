@@ -191,6 +191,9 @@ def test_embedded_model_answers_for_real():
     from thinkflow.model.client import build_client
     from thinkflow.config.spec import ModelSpec
 
+    from thinkflow.model import local as local_model
+
+    local_model.stop_all()  # a server an earlier test started would skip the loading this test checks
     progress: list[str] = []
     client = build_client(ModelSpec(name="local/qwen2.5-coder-1.5b", max_tokens=24, temperature=0.0, timeout=600),
                           on_progress=progress.append)

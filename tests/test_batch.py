@@ -177,6 +177,15 @@ def test_bad_inputs_are_a_config_error_naming_every_line(cli, tmp_path, openai_s
     assert openai_server.requests == []
 
 
+def test_csv_rows_with_too_few_or_too_many_cells_are_named(tmp_path):
+    inputs = tmp_path / "in.csv"
+    inputs.write_text("id,task,k\na,add 1 and 1,x\nb,add 2 and 2\nc,add 3 and 3,y,z\n", encoding="utf-8")
+    with pytest.raises(BatchError) as caught:
+        read_inputs(inputs)
+    assert [str(i) for i in caught.value.issues] == [f"{inputs}:3:1: <root>: 2 cells for 3 columns",
+                                                     f"{inputs}:4:1: <root>: 4 cells for 3 columns"]
+
+
 def test_a_results_file_that_is_not_one_is_left_alone(cli, tmp_path, openai_server):
     inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "task": "add 1 and 1"}])
     out = tmp_path / "notes.txt"

@@ -242,3 +242,17 @@ def test_a_trace_that_refers_to_a_missing_message_is_a_trace_error(tmp_path):
                                 "tools": []}) + "\n", encoding="utf-8")
     with pytest.raises(TraceError, match="step 1 refers to messages 0..3, but only 0 were written before it"):
         rebuild_request(read_trace(path), 0)
+
+
+def test_trace_show_neutralises_terminal_escapes(tmp_path):
+    from thinkflow.cli.render import without_control
+
+    assert without_control({"a": ["red \x1b[31m!\x07", "ok\n\tnext"]}) == {"a": ["red \ufffd[31m!\ufffd", "ok\n\tnext"]}
+    trace = tmp_path / "t.jsonl"
+    events = [{"type": "run_started", "run_id": "r1", "agent": "a", "task": "boom \x1b[2J\x1b[31mred", "model": "m",
+               "time": 1.0},
+              {"type": "run_finished", "run_id": "r1", "status": "completed", "answer": "fine",
+               "steps": 1, "time": 2.0}]
+    trace.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    result = CliRunner().invoke(main, ["trace", "show", str(trace)])
+    assert result.exit_code == 0 and "\x1b[2J" not in result.output and "boom" in result.output

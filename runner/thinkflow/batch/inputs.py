@@ -150,7 +150,11 @@ def _read_csv(path: Path, text: str, task_template: str | None) -> tuple[list[Ba
         if None in row:  # more cells than columns
             issues.append(_issue(path, line, f"{len(columns) + len(row[None])} cells for {len(columns)} columns"))
             continue
-        values = {k: ("" if v is None else v) for k, v in row.items()}
+        if any(v is None for v in row.values()):  # fewer cells than columns
+            cells = sum(v is not None for v in row.values())
+            issues.append(_issue(path, line, f"{cells} cells for {len(columns)} columns"))
+            continue
+        values = dict(row)
         if task_template is not None:
             try:
                 task_text: Any = render(task_template, dict(values), name="--task-template")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import threading
 import time
 from typing import Any, Iterable
@@ -315,10 +316,26 @@ def _safe_cut(text: str, secrets: list[str]) -> int:
 # ------------------------------------------------------------------------------------------------ trace show
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def without_control(value: Any) -> Any:
+    """``value`` (a string or a JSON-ready structure) with terminal control characters (ESC sequences, BEL, CR, ...)
+    replaced by U+FFFD, so text a model or a tool wrote cannot drive the terminal; newlines and tabs stay."""
+    if isinstance(value, str):
+        return _CONTROL.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {k: without_control(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_control(v) for v in value]
+    return value
+
+
 def render_trace(events: Iterable[dict[str, Any]], console: Console, *, full: bool = False) -> None:
     """Print a trace readably: header, then per step the request size, thought, actions and observations, then
-    the outcome. ``full`` also prints the exact messages sent and the raw replies."""
-    for e in events:
+    the outcome. ``full`` also prints the exact messages sent and the raw replies. Control characters in the
+    trace's text are neutralised (:func:`without_control`)."""
+    for e in (without_control(e) for e in events):
         kind = e.get("type")
         if kind == "run_started":
             table = Table.grid(padding=(0, 2))

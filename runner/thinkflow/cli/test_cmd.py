@@ -179,8 +179,11 @@ def _from_trace(ref: str, agent_file: Path | None, out_file: Path | None, trace_
     from thinkflow.testing.from_trace import case_from_trace, write_test_from_trace
 
     try:
-        events = read_trace(find_trace(ref, trace_dir))
-        made = case_from_trace(events)
+        path = find_trace(ref, trace_dir)
+    except ThinkFlowError as error:  # no such run: a usage error, like any wrong argument
+        raise click.UsageError(str(error)) from None
+    try:
+        made = case_from_trace(read_trace(path))
     except ThinkFlowError as error:
         raise click.ClickException(str(error)) from None
     if agent_file is None:

@@ -26,9 +26,9 @@ def syntax_error(exc: Any, name: str) -> PromptError:
 
 @cache
 def _parser() -> Any:
-    from jinja2 import Environment  # the parser only: the sandbox changes rendering, not the syntax
+    from jinja2.sandbox import SandboxedEnvironment  # only parses here; prompting/ renders in its own sandbox
 
-    return Environment(autoescape=False, keep_trailing_newline=True)
+    return SandboxedEnvironment(autoescape=False, keep_trailing_newline=True)
 
 
 def template_variables(source: str, *, name: str = TEMPLATE_NAME) -> set[str]:

@@ -29,7 +29,6 @@ import importlib
 import inspect
 import json
 import os
-import select
 import subprocess
 import sys
 import threading
@@ -42,6 +41,7 @@ from typing import Any, Callable
 from thinkflow.errors import ToolError
 from thinkflow.config.spec import ToolSpec
 from thinkflow.tools.base import ToolResult
+from thinkflow.tools.frames import read_frame, write_frame
 from thinkflow.config.entrypoints import search_dirs
 from thinkflow.tools.output import cap_text, decode
 from thinkflow.tools.registry import load_entry_point, registered
@@ -204,14 +204,12 @@ class _Worker:
 
     def __init__(self, target: str, search: list[Path]):
         from thinkflow.tools.process import ProcessTree
-        from thinkflow.tools.pyworker import write_frame
 
         package_root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
         self.tree = ProcessTree([sys.executable, "-m", "thinkflow.tools.pyworker"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, env=env)
-        self._write = write_frame
         try:
             self.send({"op": "load", "sys_path": list(sys.path), "target": target,
                        "search": [str(p) for p in search]})
@@ -229,36 +227,16 @@ class _Worker:
 
     def send(self, message: dict[str, Any]) -> None:
         try:
-            self._write(self.tree.proc.stdin.fileno(), message)  # type: ignore[union-attr]
+            write_frame(self.tree.proc.stdin.fileno(), message)  # type: ignore[union-attr]
         except (OSError, ValueError) as exc:
             raise _WorkerGone(str(exc)) from exc
 
-    def _read(self, size: int, deadline: float) -> bytes | None:
-        fd = self.tree.proc.stdout.fileno()  # type: ignore[union-attr]
-        chunks, left = [], size
-        while left:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                return None
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                raise _WorkerGone("the worker exited")
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-
     def receive(self, deadline: float) -> dict[str, Any] | None:
         """The next reply, or None when ``deadline`` (monotonic) passes first. Raises _WorkerGone."""
-        header = self._read(8, deadline)
-        if header is None:
-            return None
-        body = self._read(int.from_bytes(header, "big"), max(deadline, time.monotonic() + 5.0))
-        if body is None:
-            raise _WorkerGone("the worker stopped mid-reply")
-        return json.loads(body)
+        try:
+            return read_frame(self.tree.proc.stdout.fileno(), deadline)  # type: ignore[union-attr]
+        except EOFError as exc:
+            raise _WorkerGone(f"the worker exited ({exc})") from None
 
     def close(self) -> None:
         for stream in (self.tree.proc.stdin, self.tree.proc.stdout):

@@ -1,8 +1,7 @@
 """The worker process python tools run in, so that a call that never returns (or never releases the interpreter
 lock: ``sum(range(10**10))``, a huge ``pow``) can be stopped by killing the process.
 
-Protocol (runner side in :mod:`thinkflow.tools.python`): frames of an 8-byte big-endian length and a UTF-8 JSON
-object, requests on standard input, replies on the file descriptor that was standard output (standard output is
+Protocol (runner side in :mod:`thinkflow.tools.python`): frames (:mod:`thinkflow.tools.frames`), requests on standard input, replies on the file descriptor that was standard output (standard output is
 then pointed at standard error, so a tool's ``print`` cannot corrupt the replies).
 
 Requests: ``{"op": "load", "sys_path": [...], "target": "module:qualname", "search": [...]}`` imports the
@@ -16,46 +15,22 @@ left running, so a python tool's children end with its call too (:func:`thinkflo
 
 from __future__ import annotations
 
-import json
 import os
-import select
-import struct
 import sys
+import time
 from typing import Any
 
+from thinkflow.tools.frames import read_frame, write_frame
+
 IDLE_SECONDS = 300.0
-_HEADER = struct.Struct(">Q")
-
-
-def write_frame(fd: int, message: dict[str, Any]) -> None:
-    """Send one JSON frame on ``fd``."""
-    body = json.dumps(message, ensure_ascii=False, default=str).encode("utf-8")
-    data = _HEADER.pack(len(body)) + body
-    while data:
-        written = os.write(fd, data)
-        data = data[written:]
-
-
-def _read_exact(fd: int, size: int) -> bytes | None:
-    chunks, left = [], size
-    while left:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def _read_frame(fd: int) -> dict[str, Any] | None:
-    ready, _, _ = select.select([fd], [], [], IDLE_SECONDS)
-    if not ready:
+    """The next request, or None at end of input or after IDLE_SECONDS without one."""
+    try:
+        return read_frame(fd, time.monotonic() + IDLE_SECONDS)
+    except EOFError:
         return None
-    header = _read_exact(fd, _HEADER.size)
-    if header is None:
-        return None
-    body = _read_exact(fd, _HEADER.unpack(header)[0])
-    return None if body is None else json.loads(body)
 
 
 def _call(func: Any, converter: Any, request: dict[str, Any]) -> dict[str, Any]:

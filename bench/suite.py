@@ -16,7 +16,12 @@ calls answered with invalid/error), ``parse failure`` (unusable replies), ``loop
 Usage::
 
     THINKFLOW_LOCAL_THREADS=2 .venv/bin/python bench/suite.py [--styles auto,json] [--only csv-,calc-]
-        [--json bench/results/suite.json] [--md bench/results/suite.md]
+        [--peers langchain,smolagents] [--json bench/results/suite.json] [--md bench/results/suite.md]
+
+The peers (``--peers``, default both; ``bench/setup_peers.sh`` makes their venv) run each task right after
+ThinkFlow's styles, in ``bench/suite/peer_worker.py``: LangChain ``create_agent`` and smolagents
+``ToolCallingAgent`` on the same llama.cpp server, with the same tools (ThinkFlow's toolbox built from the same
+agent file), prompt, temperature, step limit and model timeout.
 
 Slow: tens of seconds per step on 2 busy cores; the whole suite per style takes the better part of an hour.
 Not part of CI (``make bench`` runs it through ``bench/run.py --with-model``).
@@ -47,13 +52,16 @@ MODEL = "local/qwen2.5-coder-1.5b"
 SALES = ROOT / "examples" / "sales.csv"
 STYLES = ("auto", "native", "json", "react")
 MAX_STEPS = 8
+MAX_TOKENS = 1024  # generated tokens per model call, for ThinkFlow and the peers alike: a 1.5B model at
+#                    temperature 0 can repeat itself up to the context size (8192 tokens, minutes per call)
 MODEL_TIMEOUT = float(os.environ.get("THINKFLOW_SUITE_MODEL_TIMEOUT", "900"))  # seconds per call; busy 2 cores
 RUN_TIMEOUT = float(os.environ.get("THINKFLOW_SUITE_RUN_TIMEOUT", "3600"))  # seconds per task run
 SYSTEM = ("You are a precise assistant. Use a tool when the question needs data or exact computation, then give a "
           "short final answer that states the result. Answer directly when no tool is needed.")
 ANALYST = ("You are a careful data analyst. The data set is the CSV file `data/sales.csv`. Answer with numbers "
            "computed by query_data (totals: agg sum of the column the question names; averages: agg mean; per "
-           "month, quarter or year: group_by date with period), quote the number, and when asked for a chart call "
+           "month, quarter or year: group_by month, quarter or year; one product or region: that column's "
+           "parameter), quote the number, and when asked for a chart call "
            "plot_chart once, saving it under charts/.")
 
 
@@ -259,7 +267,7 @@ def prepare(work: Path, base_url: str) -> None:
 def agent_file(work: Path, task: dict[str, Any], style: str, model: str) -> Path:
     spec = {
         "version": 1, "name": f"suite_{task['name'].replace('-', '_')}",
-        "model": {"name": model, "temperature": 0, "timeout": MODEL_TIMEOUT},
+        "model": {"name": model, "temperature": 0, "timeout": MODEL_TIMEOUT, "max_tokens": MAX_TOKENS},
         "prompt": {"text": task["prompt"]},
         "tools": task["tools"], "tool_paths": ["../tools"], "workspace": "..",
         "loop": {"style": style, "max_steps": MAX_STEPS, "timeout": RUN_TIMEOUT},
@@ -274,28 +282,37 @@ def agent_file(work: Path, task: dict[str, Any], style: str, model: str) -> Path
 
 
 def failure_cause(result: Any, events: list[Any], task: dict[str, Any], passed_answer: bool) -> str | None:
-    """The first cause that explains a failed task (None when it passed)."""
+    """The first cause that explains a failed ThinkFlow task (None when it passed)."""
     called = [e.name for e in events if e.type == "tool_called"]
     returned = [e.status for e in events if e.type == "tool_returned"]
     parse_errors = sum(1 for e in events if e.type == "model_replied" and (e.action or {}).get("kind") == "error")
-    expect = task["expect_tools"]
+    timed_out = result.status == "timeout" or "timed out" in (result.error or "")
+    return cause_of("timeout" if timed_out else result.status, called, returned, parse_errors, task["expect_tools"],
+                    passed_answer)
+
+
+def cause_of(status: str, called: list[str], returned: list[str], parse_errors: int, expect: set[str],
+             passed_answer: bool) -> str | None:
+    """The failure cause from what any framework's run shows: its end ``status`` (ThinkFlow's statuses; peers map
+    theirs onto them), the tools ``called``, the statuses ``returned``, the unusable replies, the tools the task
+    expects (empty: a decoy, answer directly) and whether the answer holds the truth. None when it passed."""
     wrong_tool = (not expect and called) or (expect and not expect & set(called))
-    if result.status == "completed" and passed_answer and not wrong_tool:
+    if status == "completed" and passed_answer and not wrong_tool:
         return None
-    if result.status in ("timeout",) or "timed out" in (result.error or ""):
+    if status == "timeout":
         return "time"
-    if result.status == "loop_detected":
+    if status == "loop_detected":
         return "loop"
     if wrong_tool:
         return "wrong tool"
-    if any(s in ("invalid", "error") for s in returned) and result.status != "completed":
+    if any(s in ("invalid", "error") for s in returned) and status != "completed":
         return "wrong arguments"
-    if parse_errors and result.status != "completed":
+    if (parse_errors or status == "parse_error") and status != "completed":
         return "parse failure"
-    if result.status == "max_steps":
+    if status == "max_steps":
         return "gave up"
-    if result.status != "completed":
-        return result.status
+    if status != "completed":
+        return status
     return "wrong answer"
 
 
@@ -354,6 +371,56 @@ def run_one(task: dict[str, Any], style: str, work: Path, model: str) -> dict[st
             "prompt_tokens": prompt_tokens, "per_step": cache, "answer": " | ".join(a or "" for a in answers)[:300]}
 
 
+PEERS = ("langchain", "smolagents")
+PEERS_PYTHON = BENCH / ".venv-peers" / "bin" / "python"
+PEER_STATUS = {"GraphRecursionError": "max_steps", "AgentMaxStepsError": "max_steps", "APITimeoutError": "timeout",
+               "Timeout": "timeout", "ReadTimeout": "timeout", "AgentParsingError": "parse_error",
+               "OutputParserException": "parse_error", "JSONDecodeError": "parse_error"}
+
+
+class PeerWorker:
+    """``bench/suite/peer_worker.py`` in the peers venv (``bench/setup_peers.sh``), kept for the whole suite: it
+    runs a task under LangChain or smolagents on the same model server, with ThinkFlow's own toolbox."""
+
+    def __init__(self) -> None:
+        import subprocess
+
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "runner"), str(BENCH / "suite")])}
+        self.proc = subprocess.Popen([str(PEERS_PYTHON), str(BENCH / "suite" / "peer_worker.py")], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        json.loads(self.proc.stdout.readline())
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(30)
+
+
+def run_peer(peer: PeerWorker, impl: str, task: dict[str, Any], work: Path, url: str, alias: str) -> dict[str, Any]:
+    """One task under peer ``impl``: the same agent file (prompt, tools, workspace) as ThinkFlow's native run, the
+    same model server, temperature, step limit, token cap and model timeout."""
+    for png in (work / "charts").glob("*.png"):
+        png.unlink()
+    turns = [task["task"]] + ([task["then"][0]] if task.get("then") else [])
+    checks = [task["check"]] + ([task["then"][1]] if task.get("then") else [])
+    r = peer.ask({"impl": impl, "agent_file": str(agent_file(work, task, "native", MODEL)), "turns": turns,
+                  "url": url, "model": alias, "max_steps": MAX_STEPS, "temperature": 0, "timeout": MODEL_TIMEOUT,
+                  "max_tokens": MAX_TOKENS})
+    status = "completed" if not r["error"] else PEER_STATUS.get(r["error_type"], "error")
+    answers = r["answers"] + [""] * (len(turns) - len(r["answers"]))
+    ok = status == "completed" and all(c(a or "", {"work": work}) for c, a in zip(checks, answers))
+    called = [c["name"] for c in r["tool_calls"]]
+    cause = cause_of(status, called, [c["status"] for c in r["tool_calls"]], 0, task["expect_tools"], ok)
+    return {"task": task["name"], "kind": task["kind"], "style": impl, "used_style": impl, "passed": cause is None,
+            "cause": cause, "steps": r["steps"], "tool_calls": len(called), "seconds": r["seconds"],
+            "prompt_tokens": None, "per_step": [], "answer": (" | ".join(answers) or r["error"] or "")[:300],
+            "error": r["error"]}
+
+
 def summarise(results: list[dict[str, Any]]) -> str:
     """The markdown table of ``results``: per style pass rate, mean steps and seconds per task, failure causes."""
     lines = ["| style | passed | steps/task | s/task | prompt tokens sent / evaluated per step | failure causes |",
@@ -390,21 +457,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=str(BENCH / "results" / "suite.json"))
     parser.add_argument("--md", default=str(BENCH / "results" / "suite.md"))
     parser.add_argument("--work", default=str(BENCH / ".work" / "suite"))
+    parser.add_argument("--peers", default=",".join(PEERS),
+                        help="peer frameworks run in the same interleaved run (empty: none; needs bench/.venv-peers)")
     args = parser.parse_args(argv)
+    peers = [p for p in args.peers.split(",") if p]
+    if peers and not PEERS_PYTHON.exists():
+        parser.error("the peers venv is missing: run bash bench/setup_peers.sh (or pass --peers '')")
     prefixes = [p for p in args.only.split(",") if p]
     chosen = [t for t in tasks() if not prefixes or any(t["name"].startswith(p) for p in prefixes)]
     work = Path(args.work).resolve()
     server, base = http_fixture.start()
     results: list[dict[str, Any]] = []
+    peer = None
     try:
         prepare(work, base)
-        for task in chosen:  # interleaved: every style on a task before the next task
-            for style in [s for s in args.styles.split(",") if s]:
-                r = run_one(task, style, work, args.model)
+        if peers:
+            from thinkflow.model.local import get_server
+
+            model_server = get_server(args.model)  # the one ThinkFlow's runs use (same file, context, threads)
+            url, alias = model_server.base_url + "/v1", model_server.alias
+            peer = PeerWorker()
+        for task in chosen:  # interleaved: every style and peer on a task before the next task
+            for style in [s for s in args.styles.split(",") if s] + peers:
+                r = (run_peer(peer, style, task, work, url, alias) if style in peers
+                     else run_one(task, style, work, args.model))
                 results.append(r)
                 print(json.dumps(r), file=sys.stderr, flush=True)
     finally:
         server.shutdown()
+        if peer:
+            peer.close()
     table = summarise(results)
     print(table)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)

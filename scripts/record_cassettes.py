@@ -31,15 +31,17 @@ from thinkflow.config.testfile import find_test_files, load_test_file, test_stem
 from thinkflow.testing.runner import TestRunner  # noqa: E402
 
 
+_CALL_IDS = iter(range(1, 10_000))
+
+
 def act(tool: str, arguments: dict[str, Any], thought: str = "") -> Reply:
-    """A json-style tool call (the embedded model's style)."""
-    return text(json.dumps({"thought": thought or f"I use {tool}.",
-                            "actions": [{"action": tool, "action_input": arguments}]}))
+    """A native tool call (the embedded model's style), with the thought as the reply's text when given."""
+    return tool_calls([(tool, arguments, f"call_{next(_CALL_IDS)}")], content=thought or None)
 
 
-def final(answer: str, thought: str = "I have the answer.") -> Reply:
-    """A json-style final answer."""
-    return text(json.dumps({"thought": thought, "actions": [{"action": "final_answer", "action_input": answer}]}))
+def final(answer: str) -> Reply:
+    """A final answer in the native style: plain text."""
+    return text(answer)
 
 
 #: (test file stem, case name) -> the model's replies, in call order

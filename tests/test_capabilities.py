@@ -126,7 +126,7 @@ def test_openai_compatible_server_switches_to_json_after_malformed_calls(openai_
     ("hosted_vllm/Qwen/Qwen2.5-7B-Instruct", "http://127.0.0.1:9/v1", "native"),
     ("litellm_proxy/my-alias", "http://127.0.0.1:9", "native"),
     ("openai/gpt-4o-mini", None, "native"),
-    ("local/qwen2.5-coder-1.5b", None, "json"),
+    ("local/qwen2.5-coder-1.5b", None, "native"),
     ("somewhere/unknown-model", None, "json"),
 ])
 def test_auto_style_per_kind_of_model(model, api_base, style):

@@ -50,7 +50,7 @@ def test_totals_by_month_quarter_and_year(ws):
 def test_the_month_with_the_highest_sales_is_one_call(ws):
     box, df, _ = ws
     best = df.groupby(df.date.dt.to_period("M"))["sales"].sum().sort_values(ascending=False)
-    for args in ({"group_by": "month"}, {"group_by": "date", "period": "month", "sort": "desc"}):
+    for args in ({"group_by": "month"}, {"group_by": "date", "period": "month", "sort": "desc"}):  # month: the enum
         got = call(box, column="sales", top=1, **args)
         assert got == [{"month": str(best.index[0]), "sum_sales": pytest.approx(best.iloc[0])}]
 
@@ -136,7 +136,7 @@ def test_the_agents_data_file_gives_the_column_enum():
     numeric = [c for c in header if pd.api.types.is_numeric_dtype(pd.read_csv(SALES)[c])]
     assert numeric == ["units", "unit_price", "sales"]
     assert described["query_data"]["properties"]["column"]["enum"] == numeric
-    assert described["query_data"]["properties"]["group_by"]["enum"] == header
+    assert described["query_data"]["properties"]["group_by"]["enum"] == header + ["month", "quarter", "year"]
     assert described["plot_chart"]["properties"]["x"]["enum"] == header
     assert described["plot_chart"]["properties"]["y"]["enum"] == numeric
     assert "enum" not in described["query_data"]["properties"]["path"]
@@ -159,3 +159,36 @@ def test_builtin_descriptions_hold_no_copyable_example_calls():
         texts = [spec.description] + [p.get("description", "") for p in spec.parameters["properties"].values()]
         for text in texts:
             assert "e.g." not in text and "sqrt(16)" not in text and "'North'" not in text, (name, text)
+
+
+def test_grouped_results_name_the_highest_and_the_lowest_group(ws):
+    box, df, _ = ws
+    by_region = df.groupby("region")["sales"].sum()
+    text = box.call("query_data", {"path": "examples/sales.csv", "group_by": "region", "column": "sales"}).text
+    assert text.splitlines()[-1] == (f"highest sum_sales: {by_region.idxmax()} ({round(by_region.max(), 4)}); "
+                                     f"lowest sum_sales: {by_region.idxmin()} ({round(by_region.min(), 4)})")
+    units = df.groupby("product")["units"].sum()
+    text = box.call("query_data", {"path": "examples/sales.csv", "group_by": "product", "column": "units"}).text
+    assert f"lowest sum_units: {units.idxmin()} ({units.min()})" in text
+    whole = box.call("query_data", {"path": "examples/sales.csv", "column": "sales", "agg": "sum"}).text
+    assert "highest" not in whole
+
+
+def test_text_columns_of_the_data_file_become_value_parameters():
+    spec = load_agent(ROOT / "agents.d" / "data_analyst.yaml")
+    box = Toolbox({n: build_tool(s, spec.workspace) for n, s in builtin_specs().items()})
+    bind_dataset_columns(box, spec)
+    df = pd.read_csv(SALES)
+    props = {d["name"]: d["parameters"] for d in box.describe()}["query_data"]["properties"]
+    assert props["product"]["enum"] == sorted(df["product"].unique())
+    assert props["region"]["enum"] == sorted(df.region.unique())
+    assert list(props).index("region") < list(props).index("filter")
+    assert "date" not in props and "sales" not in props  # dates and numbers stay with filter
+    monitor = box.call("query_data", {"path": "examples/sales.csv", "column": "units", "product": "Monitor"})
+    assert monitor.status == "ok", monitor.text
+    assert monitor.data["result"] == [{"sum_units": int(df[df["product"] == "Monitor"].units.sum())}]
+    both = box.call("query_data", {"path": "examples/sales.csv", "agg": "count", "product": "Laptop",
+                                   "region": "West"})
+    assert both.data["result"] == [{"count": int(((df["product"] == "Laptop") & (df.region == "West")).sum())}]
+    wrong = box.call("query_data", {"path": "examples/sales.csv", "agg": "count", "region": "Nord"})
+    assert wrong.status == "invalid" and "East" in wrong.text

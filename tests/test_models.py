@@ -414,7 +414,7 @@ def test_json_schema_falls_back_to_json_mode_where_only_json_mode_is_known(opena
 
 def test_local_capabilities():
     client = LiteLLMClient(ModelSpec(name="local/qwen2.5-coder-1.5b"))
-    assert client.capabilities() == Capabilities(function_calling=False, json_schema=True, json_mode=True)
+    assert client.capabilities() == Capabilities(function_calling=True, json_schema=True, json_mode=True)
 
 
 def test_count_tokens():

@@ -446,3 +446,15 @@ def test_malformed_streak_counts_identical_replies_per_style():
     call = ToolCall("c", "now", {"a": 1})
     assert [streak.add("native", Reply("", [call], {"c": "e"})) for _ in range(3)] == [False, False, True]
     assert streak.add("native", Reply("", [ToolCall("c", "now", {"a": 2})], {"c": "e"})) is False
+
+
+@pytest.mark.parametrize("style", ["native", "json", "react"])
+def test_function_tag_with_an_arguments_attribute_is_a_call(style):
+    # Qwen2.5-Coder 1.5B on the embedded server wrote its native call like this (issue 15).
+    reply = ("<tools>\n  <function name=\"search\" arguments='{\"query\": \"north\"}'/>\n"
+             "  <function name=\"nope\" arguments='{}'/>\n</tools>")
+    action = parse(reply, style)
+    assert calls_of(action) == [("search", {"query": "north"})]
+    broken = parse("<function name=\"search\" arguments='{\"query\": '/>", "native")
+    assert isinstance(broken, ToolAction) and broken.calls[0].name == "search"
+    assert "Expected a JSON object with" in broken.errors[broken.calls[0].id]

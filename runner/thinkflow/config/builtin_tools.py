@@ -82,7 +82,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "properties": {
             "path": {"type": "string", "description": "CSV file relative to the workspace."},
             "group_by": {"type": "string", "description": "Column whose values become the result rows (the "
-                         "'which ...' of a question); for a date column also set period."},
+                         "'which ...' of a question); month, quarter or year: that period of the date column."},
             "column": {"type": "string", "description": "Numeric column whose values are summed, averaged, ... "
                        "(leave out to count rows)."},
             "agg": {"type": "string", "enum": _AGGS,

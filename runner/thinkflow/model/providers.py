@@ -171,8 +171,10 @@ def ollama_capabilities(model: str, api_base: str | None = None) -> list[str] | 
 def capabilities_of(model: str, api_base: str | None = None) -> Capabilities:
     """What ``model`` supports, with the reason in :attr:`Capabilities.reason`:
 
-    * ``local/...`` (the embedded llama.cpp server): JSON schema (grammar-constrained) and JSON mode, no native
-      tool calls.
+    * ``local/...`` (the embedded llama.cpp server): native tool calls (llama.cpp's Jinja mode renders the tools
+      with the model's own chat template and parses its ``<tool_call>`` output; calls the model writes as text
+      are recovered by :mod:`thinkflow.reply.parsing`), JSON schema (grammar-constrained) and JSON mode. Native
+      beat constrained json on the embedded model in ``bench/suite.py`` (bench/RESULTS.md).
     * Ollama (``ollama/``, ``ollama_chat/``): the server's ``/api/show`` ``capabilities`` (see
       :func:`ollama_capabilities`): native tool calls when ``tools`` is listed; JSON schema (LiteLLM sends it as
       Ollama's ``format``). When the server does not say, LiteLLM's model map decides tool calls.
@@ -183,8 +185,8 @@ def capabilities_of(model: str, api_base: str | None = None) -> Capabilities:
     No network except Ollama's ``/api/show`` (once per model and server).
     """
     if model.startswith("local/"):
-        return Capabilities(function_calling=False, json_schema=True, json_mode=True,
-                            reason="embedded llama.cpp server: grammar-constrained JSON output")
+        return Capabilities(function_calling=True, json_schema=True, json_mode=True,
+                            reason="embedded llama.cpp server: native tool calls through the model's chat template")
     prefix = model_prefix(model) if "/" in model else ""
     if prefix in OLLAMA_PROVIDERS:
         listed = ollama_capabilities(model, api_base)

@@ -208,7 +208,7 @@ def parse_reply(
             return action
 
     # Rule 5: recovery of tool calls written as text, then ReAct labels.
-    recovered = _recover_text_calls(objects, style, tools, reasoning)
+    recovered = _recover_text_calls(body, objects, style, tools, reasoning)
     if recovered is not None:
         return recovered
     if style != "react":
@@ -326,12 +326,39 @@ def _parse_one_json_action(obj: dict, style: Style, tools: Mapping[str, Any], th
     return tool_from_input(name, obj["action_input"], style, tools, thought, "json")
 
 
-def _recover_text_calls(objects: JsonObjects, style: Style, tools: Mapping[str, Any], reasoning: str
+#: ``<function name="tool" arguments='{...}'/>``: a form small models (Qwen2.5-Coder 1.5B among them) invent for
+#: native calls written as text. Bounded classes that exclude their own delimiters keep the match linear.
+_ATTRIBUTE_CALL = re.compile(r"""<function\s+name\s*=\s*["']([^"'<>\s]{1,200})["']\s+arguments\s*=\s*'([^']{0,200000})'""")
+
+
+def _attribute_calls(body: str) -> list[tuple[str, str]]:
+    """``[(name, arguments text)]`` of the ``<function name=... arguments='...'/>`` tags in ``body``."""
+    if "<function" not in body:
+        return []
+    return [(m.group(1), m.group(2)) for m in _ATTRIBUTE_CALL.finditer(body)]
+
+
+def _recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Mapping[str, Any], reasoning: str
                         ) -> Action | None:
+    """Tool calls written as text: JSON call shapes (fenced, tagged or bare) naming a known tool, else
+    ``<function name=... arguments='...'/>`` tags. None when there are none."""
     names = list(tools)
     calls: list[ToolCall] = []
     errors: dict[str, str] = {}
-    for found in objects:
+
+    def add(name: str, raw_args: Any) -> None:
+        call_id = new_call_id()
+        try:
+            args = decode_input(name, raw_args, tools)
+        except ArgumentsError as error:
+            args = {}
+            errors[call_id] = f"{error}. Expected a JSON object with: {describe_keys(tools.get(name))}."
+        calls.append(ToolCall(call_id, name, args))
+
+    for raw_name, raw_args in _attribute_calls(body):
+        if match_tool_name(raw_name, names) in names:
+            add(match_tool_name(raw_name, names), raw_args)
+    for found in objects if not calls else ():
         shapes = _tool_call_shapes(found.value)
         if not shapes:
             continue
@@ -345,13 +372,7 @@ def _recover_text_calls(objects: JsonObjects, style: Style, tools: Mapping[str, 
                     return _final_from_input(raw_args, thought)
                 if not found.tagged:
                     continue
-            call_id = new_call_id()
-            try:
-                args = decode_input(name, raw_args, tools)
-            except ArgumentsError as error:
-                args = {}
-                errors[call_id] = f"{error}. Expected a JSON object with: {describe_keys(tools.get(name))}."
-            calls.append(ToolCall(call_id, name, args))
+            add(name, raw_args)
     if not calls:
         return None
     thought = reasoning

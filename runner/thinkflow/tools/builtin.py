@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -26,7 +27,25 @@ __all__ = ["BUILTIN_NAMES", "BuiltinTool", "bind_dataset_columns", "builtin_spec
 COLUMN_PARAMETERS: dict[str, tuple[str, ...]] = {"query_data": ("group_by", "column"), "plot_chart": ("x", "y")}
 #: of those, the ones that take a numeric column (their enum holds only the numeric columns)
 NUMERIC_PARAMETERS = frozenset({("query_data", "column"), ("plot_chart", "y")})
-SAMPLE_ROWS = 200  # rows read to tell numeric columns
+SAMPLE_ROWS = 200  # rows read to tell numeric and date columns
+CATEGORY_ROWS = 20_000  # rows read to list the values of a text column
+MAX_CATEGORIES = 24  # a text column with more distinct values is free text, not an enum parameter
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?$")
+PERIODS = ("month", "quarter", "year")
+
+
+def _with_value_parameters(props: dict[str, Any], categories: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+    """``props`` with one ``{column: enum of its values}`` parameter per category column placed before
+    ``filter``; a column whose name is already a parameter is left to ``filter``."""
+    out: dict[str, Any] = {}
+    for key, prop in props.items():
+        if key == "filter":
+            for column, values in categories.items():
+                if column not in props:
+                    out[column] = {"type": "string", "enum": list(values),
+                                   "description": f"Keep only the rows of this {column}."}
+        out[key] = prop
+    return out
 
 
 def is_builtin(name: str) -> bool:
@@ -43,6 +62,13 @@ class BuiltinTool:
     """Column names of the agent's data file(s); when set, the data tools' column parameters are enums of them."""
     numeric_columns: tuple[str, ...] = ()
     """The numeric ones among :attr:`columns` (the enum of ``query_data.column`` and ``plot_chart.y``)."""
+    categories: dict[str, tuple[str, ...]] = {}
+    """Text columns of the data file with few values (``{"region": ("East", "North", ...)}``); ``query_data``
+    gets one enum parameter per column (``"region": "North"`` keeps that region's rows), which a small model fills
+    from the question's own words far more reliably than a filter expression."""
+    periods: tuple[str, ...] = ()
+    """Period names ("month", "quarter", "year") the data file's date column can be grouped by; they join the enum
+    of ``query_data.group_by``, which reads ``group_by: month`` as the month of the date column."""
 
     def __init__(self, spec: ToolSpec, workspace: Path | None = None):
         if spec.name not in BUILTIN_NAMES:
@@ -61,7 +87,12 @@ class BuiltinTool:
         for name in names:
             if isinstance(props.get(name), dict) and "enum" not in props[name]:
                 numeric = (self.spec.name, name) in NUMERIC_PARAMETERS and self.numeric_columns
-                props[name] = {**props[name], "enum": list(self.numeric_columns if numeric else self.columns)}
+                values = list(self.numeric_columns if numeric else self.columns)
+                if (self.spec.name, name) == ("query_data", "group_by"):
+                    values += self.periods
+                props[name] = {**props[name], "enum": values}
+        if self.spec.name == "query_data" and self.categories:
+            props = _with_value_parameters(props, self.categories)
         return {**schema, "properties": props}
 
     def _function(self) -> Callable[..., Any]:
@@ -126,16 +157,34 @@ def named_csv_files(spec: Any) -> list[Path]:
     return found
 
 
-def csv_columns(path: Path) -> tuple[list[str], list[str]]:
-    """``(columns, numeric columns)`` of CSV file ``path``: the header's names, and those whose values in the first
-    :data:`SAMPLE_ROWS` rows all read as numbers (``[]``, ``[]`` when unreadable). Standard library only."""
+@dataclass(frozen=True)
+class CsvColumns:
+    """What a CSV file's head tells about its columns (see :func:`csv_columns`).
+
+    Attributes:
+        names: the header's column names, in order.
+        numeric: the columns whose values all read as numbers.
+        dates: the columns whose values all read as ISO dates (``YYYY-MM-DD``, a time may follow).
+        categories: text columns with at most :data:`MAX_CATEGORIES` distinct values, with those values in
+            sorted order.
+    """
+
+    names: list[str] = field(default_factory=list)
+    numeric: list[str] = field(default_factory=list)
+    dates: list[str] = field(default_factory=list)
+    categories: dict[str, list[str]] = field(default_factory=dict)
+
+
+def csv_columns(path: Path) -> CsvColumns:
+    """The columns of CSV file ``path``, told from its first :data:`CATEGORY_ROWS` rows (numbers and dates from
+    the first :data:`SAMPLE_ROWS`); empty when unreadable. Standard library only."""
     try:
         with open(path, encoding="utf-8-sig", newline="") as handle:
             reader = csv.reader(handle)
             header = [c.strip() for c in next(reader, [])]
-            rows = [row for _, row in zip(range(SAMPLE_ROWS), reader)]
+            rows = [row for _, row in zip(range(CATEGORY_ROWS), reader)]
     except (OSError, UnicodeDecodeError, csv.Error):
-        return [], []
+        return CsvColumns()
 
     def number(text: str) -> bool:
         try:
@@ -144,17 +193,24 @@ def csv_columns(path: Path) -> tuple[list[str], list[str]]:
             return False
         return True
 
-    numeric = []
+    out = CsvColumns(names=[c for c in header if c])
     for i, name in enumerate(header):
         values = [row[i].strip() for row in rows if i < len(row) and row[i].strip()]
-        if name and values and all(number(v) for v in values):
-            numeric.append(name)
-    return [c for c in header if c], numeric
+        head = values[:SAMPLE_ROWS]
+        if not name or not values:
+            continue
+        if all(number(v) for v in head):
+            out.numeric.append(name)
+        elif all(ISO_DATE.match(v) for v in head):
+            out.dates.append(name)
+        elif len(distinct := set(values)) <= MAX_CATEGORIES:
+            out.categories[name] = sorted(distinct)
+    return out
 
 
 def csv_header(path: Path) -> list[str]:
     """The column names in the first line of CSV file ``path`` ([] when unreadable)."""
-    return csv_columns(path)[0]
+    return csv_columns(path).names
 
 
 def bind_dataset_columns(toolbox: Any, spec: Any) -> tuple[str, ...]:
@@ -163,13 +219,20 @@ def bind_dataset_columns(toolbox: Any, spec: Any) -> tuple[str, ...]:
     and the schemas stay free text)."""
     columns: list[str] = []
     numeric: list[str] = []
+    categories: dict[str, list[str]] = {}
+    dated = False
     for path in named_csv_files(spec):
-        names, numbers = csv_columns(path)
-        columns += [c for c in names if c not in columns]
-        numeric += [c for c in numbers if c not in numeric]
+        found = csv_columns(path)
+        columns += [c for c in found.names if c not in columns]
+        numeric += [c for c in found.numeric if c not in numeric]
+        for name, values in found.categories.items():
+            categories[name] = sorted(set(categories.get(name, [])) | set(values))
+        dated = dated or bool(found.dates)
     if columns:
+        periods = tuple(p for p in PERIODS if dated and p not in columns)
         for name in COLUMN_PARAMETERS:
             tool = toolbox.get(name) if hasattr(toolbox, "get") else None
             if isinstance(tool, BuiltinTool):
-                tool.columns, tool.numeric_columns = tuple(columns), tuple(numeric)
+                tool.columns, tool.numeric_columns, tool.periods = tuple(columns), tuple(numeric), periods
+                tool.categories = {k: tuple(v) for k, v in categories.items() if len(v) <= MAX_CATEGORIES}
     return tuple(columns)

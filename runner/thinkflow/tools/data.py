@@ -172,12 +172,8 @@ def apply_filter(df: Any, expression: str) -> Any:
         if isinstance(value, str):
             if op not in ("==", "=", "!="):
                 raise DataToolError(f"operator {op!r} needs a number or a date; got {value!r}")
-            folded = series.astype(str).str.casefold()
-            if not (folded == value.casefold()).any():
-                values = sorted(series.dropna().astype(str).unique())
-                shown = ", ".join(values[:30]) + (" ..." if len(values) > 30 else "")
-                raise DataToolError(f"no row has {column} == {value!r}; values of {column} are: {shown}")
-            cond = folded == value.casefold() if op != "!=" else folded != value.casefold()
+            cond = _equal(series, column, value)
+            cond = cond if op != "!=" else ~cond
         elif op in ("==", "="):
             cond = series == value
         elif op == "!=":
@@ -186,6 +182,24 @@ def apply_filter(df: Any, expression: str) -> Any:
             cond = {">": series > value, ">=": series >= value, "<": series < value, "<=": series <= value}[op]
         mask = cond if mask is None else mask & cond
     return df if mask is None else df[mask]
+
+
+def _equal(series: Any, column: str, value: str) -> Any:
+    """The mask of ``series`` values equal to text ``value`` ignoring case. Raises DataToolError, listing the
+    column's values, when none is."""
+    folded = series.astype(str).str.casefold()
+    mask = folded == value.casefold()
+    if not mask.any():
+        values = sorted(series.dropna().astype(str).unique())
+        shown = ", ".join(values[:30]) + (" ..." if len(values) > 30 else "")
+        raise DataToolError(f"no row has {column} == {value!r}; values of {column} are: {shown}")
+    return mask
+
+
+def keep_value(df: Any, column: str, value: str) -> Any:
+    """The rows of ``df`` whose ``column`` is ``value`` (text, ignoring case). Raises DataToolError as
+    :func:`_equal`."""
+    return df[_equal(df[column], column, value)]
 
 
 def read_csv(root: Path, path: str, rows: int = 5) -> ToolResult:
@@ -219,14 +233,18 @@ def _records(frame: Any) -> list[dict[str, Any]]:
 
 def query(df: Any, group_by: str | None = None, column: str | None = None, agg: str | None = None,
           filter: str | None = None, sort: str | None = None, top: int | None = None,
-          period: str | None = None) -> Any:
+          period: str | None = None, where: dict[str, str] | None = None) -> Any:
     """The query as a DataFrame. With ``group_by`` (a column, or with ``period`` a date column grouped by month,
     quarter or year; ``group_by="month"`` alone means the month of the first date column): one row per group with
     the aggregate (default ``sum`` of ``column``, or ``count`` without one), groups in their natural order (time
-    order for periods). Without ``group_by`` but with ``agg``: one row for the whole table. Without either: the
-    (filtered) rows themselves, sorted by ``column`` when ``sort`` is given. ``top`` on an aggregate without
-    ``sort`` keeps the largest values."""
+    order for periods). Without ``group_by`` but with ``agg``: one row for the whole table; a ``column`` alone
+    (no ``agg``, ``sort`` or ``top``) is its sum. Otherwise: the (filtered) rows themselves, sorted by ``column``
+    when ``sort`` is given. ``top`` on an aggregate without
+    ``sort`` keeps the largest values. ``where`` (``{column: value}``) keeps the rows whose text ``column`` equals
+    ``value`` (ignoring case), before ``filter``."""
     pd = _pandas()
+    for key, value in (where or {}).items():
+        df = keep_value(df, _column(df, key), str(value))
     if filter:
         df = apply_filter(df, filter)
     column = _column(df, column) if column else None
@@ -235,6 +253,8 @@ def query(df: Any, group_by: str | None = None, column: str | None = None, agg: 
         if agg not in AGGS:
             raise DataToolError(f"agg must be one of {', '.join(AGGS)}; got {agg!r}")
     key, period = _group_key(df, group_by, period)
+    if column and not (key or agg or sort or top):
+        agg = "sum"  # "units of Monitor in total": a column alone is its total (rows need sort or top)
     if key or agg:
         agg = agg or ("sum" if column else "count")
         if agg != "count" and column is None:
@@ -274,18 +294,45 @@ def query(df: Any, group_by: str | None = None, column: str | None = None, agg: 
 
 def query_data(root: Path, path: str, group_by: str | None = None, column: str | None = None,
                agg: str | None = None, filter: str | None = None, sort: str | None = None,
-               top: int | None = None, period: str | None = None) -> ToolResult:
+               top: int | None = None, period: str | None = None, **where: str) -> ToolResult:
     """Filter, group by ``group_by`` (by ``period`` for a date column), aggregate ``column`` with ``agg``
     (default sum, or count without a column), sort by the aggregated value (``asc``/``desc``) and keep ``top``
-    rows (see :func:`query`). Returns a text table and ``data["result"]`` (records, at most 200)."""
+    rows (see :func:`query`). Further keyword arguments name text columns and the value to keep (``product=
+    "Laptop"``; the agent's data file gives them as enum parameters). Returns a text table and
+    ``data["result"]`` (records, at most 200)."""
     try:
         df, _ = _load(root, path)
-        result = query(df, group_by, column, agg, filter, sort, top, period)
+        result = query(df, group_by, column, agg, filter, sort, top, period, where)
     except WorkspaceError as exc:
         return ToolResult("denied", str(exc))
     table = result.to_string(index=False) if len(result) else "(no rows match)"
-    text = table if (agg and not group_by and not period) else f"{len(result)} rows\n{table}"
+    whole = len(result) == 1 and not (group_by or period) and str(result.columns[0]).startswith(tuple(AGGS))
+    text = table if whole else f"{len(result)} rows\n{table}"
+    extremes = _extremes(result)
+    if extremes:
+        text += "\n" + extremes
     return ToolResult("ok", text, {"rows": len(result), "result": _records(result)})
+
+
+def _extremes(result: Any) -> str | None:
+    """For a grouped result (a key column, then one numeric value column, two rows or more): the line
+    ``highest: <key> (<value>); lowest: <key> (<value>)``, so that "which ... most / fewest" is read off the
+    tool's own words instead of a small model comparing the numbers of a table. None for any other shape."""
+    pd = _pandas()
+    if len(result) < 2 or len(result.columns) != 2 or not pd.api.types.is_numeric_dtype(result.iloc[:, 1]):
+        return None
+    values = result.iloc[:, 1]
+    if values.isna().all():
+        return None
+    high, low = result.loc[values.idxmax()], result.loc[values.idxmin()]
+    name = result.columns[1]
+
+    def shown(value: Any) -> Any:
+        value = _plain(value)
+        return round(value, 4) if isinstance(value, float) else value
+
+    return (f"highest {name}: {_plain(high.iloc[0])} ({shown(high.iloc[1])}); "
+            f"lowest {name}: {_plain(low.iloc[0])} ({shown(low.iloc[1])})")
 
 
 def _chart_path(root: Path, output: str | None, default: str) -> Path:

@@ -459,8 +459,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default=str(BENCH / ".work" / "suite"))
     parser.add_argument("--peers", default=",".join(PEERS),
                         help="peer frameworks run in the same interleaved run (empty: none; needs bench/.venv-peers)")
+    parser.add_argument("--resume", default="",
+                        help="a log of an interrupted run of the same code (its stderr: one JSON result a line); "
+                        "the (task, style) pairs it holds are taken from it, not run again")
     args = parser.parse_args(argv)
     peers = [p for p in args.peers.split(",") if p]
+    done = {}
+    if args.resume:
+        for line in Path(args.resume).read_text(encoding="utf-8").splitlines():
+            if line.startswith("{"):
+                r = json.loads(line)
+                done[(r["task"], r["style"])] = r
     if peers and not PEERS_PYTHON.exists():
         parser.error("the peers venv is missing: run bash bench/setup_peers.sh (or pass --peers '')")
     prefixes = [p for p in args.only.split(",") if p]
@@ -479,8 +488,8 @@ def main(argv: list[str] | None = None) -> int:
             peer = PeerWorker()
         for task in chosen:  # interleaved: every style and peer on a task before the next task
             for style in [s for s in args.styles.split(",") if s] + peers:
-                r = (run_peer(peer, style, task, work, url, alias) if style in peers
-                     else run_one(task, style, work, args.model))
+                r = done.get((task["name"], style)) or (run_peer(peer, style, task, work, url, alias)
+                                                          if style in peers else run_one(task, style, work, args.model))
                 results.append(r)
                 print(json.dumps(r), file=sys.stderr, flush=True)
     finally:

@@ -87,3 +87,38 @@ def test_a_tool_call_on_a_decoy_question_is_the_wrong_tool():
     result = SimpleNamespace(status="completed", error=None)
     assert suite.failure_cause(result, [ev("tool_called", name="calculator")], {"expect_tools": set()},
                                True) == "wrong tool"
+
+
+def test_the_peers_get_thinkflows_own_tools_and_their_calls_are_recorded(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench" / "suite"))
+    import peer_worker
+
+    from thinkflow.agent import build
+    from thinkflow.config.loader import load_agent
+
+    server, base = suite.http_fixture.start()
+    try:
+        suite.prepare(tmp_path / "w", base)
+        task = next(t for t in suite.tasks() if t["name"] == "file-then-calc")
+        path = suite.agent_file(tmp_path / "w", task, "native", suite.MODEL)
+        recorder = peer_worker.Recorder(str(path))
+        native = build(load_agent(path)).toolbox.definitions()
+        assert recorder.definitions == [d["function"] for d in native]  # what ThinkFlow's native style sends
+        assert recorder.system == task["prompt"]
+        assert recorder.call("calculator", {"expression": "8080 * 2", "unused": None}) == "16160"
+        assert recorder.call("read_file", {"path": "../outside.txt"}).startswith("denied: ")
+        assert recorder.calls == [{"name": "calculator", "status": "ok"}, {"name": "read_file", "status": "denied"}]
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.parametrize("status, called, returned, cause", [
+    ("completed", ["weather"], ["ok"], None),
+    ("max_steps", ["weather"], ["ok"], "gave up"),          # LangGraph's GraphRecursionError
+    ("parse_error", ["weather"], ["ok"], "parse failure"),  # smolagents' AgentParsingError
+    ("error", ["weather"], ["error"], "wrong arguments"),
+    ("completed", [], [], "wrong tool"),
+])
+def test_peer_endings_map_onto_the_same_causes(status, called, returned, cause):
+    assert suite.cause_of(status, called, returned, 0, {"weather"}, True) == cause
+    assert suite.PEER_STATUS["GraphRecursionError"] == "max_steps"

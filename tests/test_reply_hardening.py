@@ -458,3 +458,15 @@ def test_function_tag_with_an_arguments_attribute_is_a_call(style):
     broken = parse("<function name=\"search\" arguments='{\"query\": '/>", "native")
     assert isinstance(broken, ToolAction) and broken.calls[0].name == "search"
     assert "Expected a JSON object with" in broken.errors[broken.calls[0].id]
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_a_reply_that_repeats_a_tool_result_is_not_the_answer(style):
+    # Qwen2.5-Coder 1.5B answered native runs with its chat template's <tool_response> block (issue 15).
+    echoed = parse("<tool_response>\n4 rows\nregion  sum_sales\nNorth  80521.49\n</tool_response>", style)
+    assert isinstance(echoed, ParseFailure) and "repeats a tool result" in echoed.error
+    assert isinstance(parse("<tool_response>\n4 rows\nNorth 80521.49", style), ParseFailure)  # never closed
+    after = parse("<tool_response>\nNorth 80521.49\n</tool_response>\nNorth had the highest sales.", style)
+    assert isinstance(after, FinalAnswer) and after.text == "North had the highest sales."
+    quoted = parse("The tool said <tool_response>x</tool_response>.", "native")
+    assert isinstance(quoted, FinalAnswer) and quoted.text.startswith("The tool said")

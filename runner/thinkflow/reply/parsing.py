@@ -34,7 +34,10 @@ first that yields an action:
    :class:`ParseFailure` (``kind="format"``); a reply with no format markers at all (no ReAct label outside
    fences, no ``{"``, no ``<tool_call>`` tag: plain prose) is the final answer in every style, as is any other
    text in ``native`` style (a leading ``Final Answer:`` label removed); in ``json`` and ``react`` style the rest
-   is a :class:`ParseFailure` (``kind="format"``) whose message states exactly the expected format.
+   is a :class:`ParseFailure` (``kind="format"``) whose message states exactly the expected format. A reply
+   that opens with a ``<tool_response>`` block (a small model imitating how its chat template shows tool results,
+   Qwen2.5's among them) is not an answer: the text after the block is, and with nothing after it the reply is a
+   :class:`ParseFailure` asking for the answer in the model's own words.
 7. Tool names are compared exactly, then ignoring case, surrounding quotes, backticks and ``*``; an unknown name
    is kept as written (the loop answers it with the list of available tools).
 
@@ -219,6 +222,14 @@ def parse_reply(
     # Rule 6.
     if DEEP in notes:
         return failure(style, names, f"the reply holds JSON nested deeper than {MAX_DEPTH} levels", thought=reasoning)
+    echo = _ECHOED_RESULT.match(body)
+    if echo:
+        rest = body[echo.end():].strip()
+        if not rest:
+            return failure(style, names, "the reply only repeats a tool result (<tool_response>); never write tool "
+                           "results yourself. Give the final answer in your own words, stating the result",
+                           thought=reasoning)
+        body = rest
     if style == "native" or not has_format_markers(body):
         return FinalAnswer(strip_final_label(body).strip(), thought=reasoning)
     if style == "json":
@@ -227,6 +238,9 @@ def parse_reply(
 
 
 _JSON_START = re.compile(r"\{[ \t\r\n]*[\"']")
+#: a leading ``<tool_response>...</tool_response>`` block (an unclosed one runs to the end); lazy but linear: the
+#: only repetition is one ``.*?`` up to a fixed closing tag
+_ECHOED_RESULT = re.compile(r"\s*<tool_response>.*?(?:</tool_response>|\Z)", re.S | re.I)
 _CALL_TAG = re.compile(r"<(?:tool_call|function)\b", re.I)
 
 

@@ -79,8 +79,13 @@ def test_errors_name_the_fix(ws):
     box, _, _ = ws
     wrong_value = box.call("query_data", {"path": "examples/sales.csv", "filter": "region == Nord"})
     assert wrong_value.text == "no row has region == 'Nord'; values of region are: East, North, South, West"
-    not_date = box.call("query_data", {"path": "examples/sales.csv", "group_by": "region", "period": "month"})
-    assert not_date.text == "period needs a date column; 'region' is not one (date columns: date)"
+    not_date = box.call("query_data", {"path": "examples/sales.csv", "group_by": "region", "period": "month",
+                                       "column": "sales"})  # a period on a text column is dropped, and said so
+    assert not_date.status == "ok" and len(not_date.data["result"]) == 4
+    assert not_date.text.endswith(" (period 'month' ignored: region is not a date column)")
+    chart = box.call("plot_chart", {"path": "examples/sales.csv", "x": "product", "y": "sales", "period": "month"})
+    assert chart.status == "ok" and chart.data["period"] is None and chart.data["agg"] == "sum"
+    assert "(period 'month' ignored: product is not a date column) (product repeats" in chart.text
     bad_date = box.call("query_data", {"path": "examples/sales.csv", "filter": "date > March"})
     assert bad_date.text == "column 'date' holds dates; 'March' is not a date (write YYYY-MM-DD)"
     bad_filter = box.call("query_data", {"path": "examples/sales.csv", "filter": "sales is big"})

@@ -92,6 +92,14 @@ def _period_key(df: Any, column: str, period: str) -> Any:
     return df[column].dt.to_period(_PERIOD_CODES[period]).astype(str)
 
 
+def _applicable_period(df: Any, column: str | None, period: str | None) -> tuple[str | None, str]:
+    """``(period, note)``: a ``period`` asked for with a ``column`` that is not a date column is dropped (a small
+    model adds ``period`` to every call), and the note says so for the observation."""
+    if period and column and _has_column(df, column) and _column(df, column) not in date_columns(df):
+        return None, f" (period {period!r} ignored: {column} is not a date column)"
+    return period, ""
+
+
 def _group_key(df: Any, group_by: str | None, period: str | None) -> tuple[str | None, str | None]:
     """``(column, period)`` for a grouping: ``group_by`` may be a column or a period name ("month") meaning that
     period of the (first) date column; ``period`` alone groups the first date column."""
@@ -302,6 +310,7 @@ def query_data(root: Path, path: str, group_by: str | None = None, column: str |
     ``data["result"]`` (records, at most 200)."""
     try:
         df, _ = _load(root, path)
+        period, note = _applicable_period(df, group_by, period)
         result = query(df, group_by, column, agg, filter, sort, top, period, where)
     except WorkspaceError as exc:
         return ToolResult("denied", str(exc))
@@ -311,6 +320,7 @@ def query_data(root: Path, path: str, group_by: str | None = None, column: str |
     extremes = _extremes(result)
     if extremes:
         text += "\n" + extremes
+    text += note
     return ToolResult("ok", text, {"rows": len(result), "result": _records(result)})
 
 
@@ -366,17 +376,19 @@ def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: st
         if x.lower() in PERIODS and not _has_column(df, x):
             period, x = x.lower(), (date_columns(df) or [x])[0]
         x_col, y_col = _column(df, x), _column(df, y)
+        period, ignored = _applicable_period(df, x_col, period)
         if df.empty:
             raise DataToolError(f"nothing to plot: {path} has no rows")
         if kind not in ("line", "bar", "scatter"):
             raise DataToolError(f"kind must be line, bar or scatter; got {kind!r}")
         if agg is not None:
             agg = AGG_ALIASES.get(str(agg).lower(), str(agg).lower())
-        note = ""
+        note = ignored
         if period:
             agg = agg or "sum"
         elif not agg and kind != "scatter" and df[x_col].duplicated().any():
-            agg, note = "sum", f" ({x_col} repeats, so {y_col} is summed per {x_col}; pass agg to choose another)"
+            agg = "sum"
+            note += f" ({x_col} repeats, so {y_col} is summed per {x_col}; pass agg to choose another)"
         if agg:
             frame = query(df, group_by=x_col, column=y_col, agg=agg, period=period)
             xs, ys = frame[frame.columns[0]], frame[frame.columns[1]]

@@ -133,10 +133,12 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    print(json.dumps({"ready": True}), flush=True)
+    protocol = sys.stdout
+    sys.stdout = sys.stderr  # what a framework prints (smolagents does) must not break the protocol lines
+    print(json.dumps({"ready": True}), file=protocol, flush=True)
     for line in sys.stdin:
         if line.strip():
-            print(json.dumps(handle(json.loads(line))), flush=True)
+            print(json.dumps(handle(json.loads(line))), file=protocol, flush=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ is computed here from the data (pandas-free: the standard library reads the CSV)
 
 Each task runs through the product path (agent YAML -> ``load_agent`` -> ``build`` -> ``run``) on
 ``local/qwen2.5-coder-1.5b`` at temperature 0 with ``max_steps`` 8, once per style in ``--styles`` (default
-auto, native, json, react). Reported per style: pass rate, steps and seconds per task, and the failure causes:
+auto, native, json, react; ``answer_tool`` is native with ``loop.answer_tool``). Reported per style: pass rate, steps and seconds per task, and the failure causes:
 ``wrong tool`` (an expected tool never called, or a tool called on a decoy question), ``wrong arguments`` (tool
 calls answered with invalid/error), ``parse failure`` (unusable replies), ``loop`` (loop_detected), ``gave up``
 (max_steps), ``time`` (timeout or model timeout), ``wrong answer`` (completed, but the value is not in the answer).
@@ -51,6 +51,8 @@ import http_fixture  # noqa: E402
 MODEL = "local/qwen2.5-coder-1.5b"
 SALES = ROOT / "examples" / "sales.csv"
 STYLES = ("auto", "native", "json", "react")
+#: suite "styles" that are a loop setting beyond loop.style
+LOOP_OF_STYLE = {"answer_tool": {"style": "native", "answer_tool": True}}
 MAX_STEPS = 8
 MAX_TOKENS = 1024  # generated tokens per model call, for ThinkFlow and the peers alike: a 1.5B model at
 #                    temperature 0 can repeat itself up to the context size (8192 tokens, minutes per call)
@@ -270,7 +272,7 @@ def agent_file(work: Path, task: dict[str, Any], style: str, model: str) -> Path
         "model": {"name": model, "temperature": 0, "timeout": MODEL_TIMEOUT, "max_tokens": MAX_TOKENS},
         "prompt": {"text": task["prompt"]},
         "tools": task["tools"], "tool_paths": ["../tools"], "workspace": "..",
-        "loop": {"style": style, "max_steps": MAX_STEPS, "timeout": RUN_TIMEOUT},
+        "loop": {**LOOP_OF_STYLE.get(style, {"style": style}), "max_steps": MAX_STEPS, "timeout": RUN_TIMEOUT},
     }
     path = work / "agents" / f"{task['name']}-{style}.yaml"
     path.write_text(json.dumps(spec, indent=1), encoding="utf-8")

@@ -81,6 +81,9 @@ class LoopSpec:
         stream: stream the model's text to the console as it arrives.
         check_answer_files: send back (once) a final answer that names files which do not exist
             (see :mod:`thinkflow.run.answer_files`).
+        answer_tool: native style only: the model must call a tool at every step (``tool_choice: "required"``)
+            and answers by calling the added ``final_answer`` tool, so a server that constrains tool calls by
+            grammar (llama.cpp) can never return an unparsed call or an echoed tool result as the answer.
     """
 
     style: ActionStyle = "auto"
@@ -92,6 +95,7 @@ class LoopSpec:
     max_empty_replies: int = 2
     stream: bool = False
     check_answer_files: bool = False
+    answer_tool: bool = False
 
 
 @dataclass(frozen=True)

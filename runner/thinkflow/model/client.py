@@ -83,7 +83,8 @@ class ModelClient(Protocol):
 
     def complete(self, messages: Sequence[Message], *, tools: list[dict] | None = None,
                  response_format: dict | None = None, stop: Sequence[str] = (),
-                 on_text: Callable[[str], None] | None = None, deadline: float | None = None) -> ModelReply: ...
+                 on_text: Callable[[str], None] | None = None, deadline: float | None = None,
+                 tool_choice: str | None = None) -> ModelReply: ...
 
     def count_tokens(self, messages: Sequence[Message]) -> int: ...
 
@@ -243,7 +244,8 @@ class LiteLLMClient:
     # completion -------------------------------------------------------------------------------------------------------
     def complete(self, messages: Sequence[Message], *, tools: list[dict] | None = None,
                  response_format: dict | None = None, stop: Sequence[str] = (),
-                 on_text: Callable[[str], None] | None = None, deadline: float | None = None) -> ModelReply:
+                 on_text: Callable[[str], None] | None = None, deadline: float | None = None,
+                 tool_choice: str | None = None) -> ModelReply:
         """Send one chat completion; return the normalised reply.
 
         Args:
@@ -258,6 +260,8 @@ class LiteLLMClient:
             deadline: a :func:`time.monotonic` instant no request, retry wait or fallback may pass (the run's
                 timeout): each request's timeout is cut to the time left, and once it has passed the call raises
                 ModelTimeoutError. None: only ``spec.timeout`` per request.
+            tool_choice: OpenAI's ``tool_choice`` ("auto", "required", "none"), sent with ``tools``; None: not
+                sent (the provider's default, "auto").
         Returns a :class:`ModelReply` whose ``model`` is the model that answered (main or fallback).
         Raises AuthenticationError, ModelNotFoundError, ProviderUnavailableError, RateLimitError, ModelTimeoutError,
         ContextWindowError, LocalModelError or ModelError (the main model's error when every fallback failed too).
@@ -267,7 +271,8 @@ class LiteLLMClient:
         streamed = [False]
         for route in self._routes:
             try:
-                reply = self._with_retries(route, msgs, tools, response_format, stop, on_text, streamed, deadline)
+                reply = self._with_retries(route, msgs, tools, response_format, stop, on_text, streamed, deadline,
+                                           tool_choice)
             except ModelError as exc:
                 failures.append((route.name, exc))
                 if streamed[0]:  # text already shown: trying another model would show a second answer
@@ -284,13 +289,13 @@ class LiteLLMClient:
 
     def _with_retries(self, route: _Route, msgs: list[dict], tools: list[dict] | None,
                       response_format: dict | None, stop: Sequence[str], on_text: Callable[[str], None] | None,
-                      streamed: list[bool], deadline: float | None) -> ModelReply:
+                      streamed: list[bool], deadline: float | None, tool_choice: str | None = None) -> ModelReply:
         attempt = 0
         while True:
             route = self._ready(route)
             timeout = self._time_left(route, deadline)
             try:
-                return self._call(route, msgs, tools, response_format, stop, on_text, streamed, timeout)
+                return self._call(route, msgs, tools, response_format, stop, on_text, streamed, timeout, tool_choice)
             except ModelError:
                 raise
             except Exception as exc:
@@ -366,10 +371,12 @@ class LiteLLMClient:
 
     def _call(self, route: _Route, msgs: list[dict], tools: list[dict] | None, response_format: dict | None,
               stop: Sequence[str], on_text: Callable[[str], None] | None, streamed: list[bool],
-              timeout: float) -> ModelReply:
+              timeout: float, tool_choice: str | None = None) -> ModelReply:
         litellm = load_litellm()
         self._check_key(route)
         kwargs = self._kwargs(route, msgs, tools, response_format, stop, timeout)
+        if tool_choice and tools:
+            kwargs["tool_choice"] = tool_choice
         t0 = time.perf_counter()
         if on_text is None:
             response = litellm.completion(**kwargs)

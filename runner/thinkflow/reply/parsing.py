@@ -5,7 +5,9 @@ first that yields an action:
 
 1. Normalise: the content becomes a string (``None`` -> "", a list of parts -> their text joined); reasoning
    blocks ``<think>...</think>`` are cut out and kept as the thought.
-2. Native tool calls (style ``native``, or whenever the provider returned ``tool_calls``): every call is kept, in
+2. Native tool calls (style ``native``, or whenever the provider returned ``tool_calls``): a call of
+   ``final_answer`` (not a tool of the agent; ``loop.answer_tool`` offers it) alone is the final answer, its
+   ``answer`` argument the text, and beside other calls it is dropped. Every other call is kept, in
    order; its name is matched to a known tool (rule 7) and its arguments must have decoded (a call whose arguments
    could not be decoded keeps its error in :attr:`ToolAction.errors` and is never run). Calls that all name no
    tool (``None``, ``N/A``, empty) are a :class:`ParseFailure` reminding how to give the final answer.
@@ -171,6 +173,12 @@ def parse_reply(
     # Rule 2: native tool calls.
     if tool_calls:
         thought = "\n".join(t for t in (reasoning, body.strip()) if t)
+        finals = [c for c in tool_calls if match_tool_name(c.name, names) not in names and is_final_name(c.name)]
+        if finals and len(finals) == len(tool_calls):  # the final_answer tool (loop.answer_tool), called alone
+            arguments = finals[0].arguments
+            value = arguments.get("answer", arguments) if isinstance(arguments, dict) else arguments
+            return _final_from_input(value, thought)
+        tool_calls = [c for c in tool_calls if c not in finals]  # beside real calls it waits for their results
         no_tool = [i for i, c in enumerate(tool_calls) if match_tool_name(c.name, names) not in names
                    and is_no_tool(c.name)]
         if len(no_tool) == len(tool_calls):

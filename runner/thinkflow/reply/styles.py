@@ -192,12 +192,29 @@ def textualize(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
-def style_kwargs(style: str, toolbox: Any, client: Any, *, output_schema: Any = None) -> dict[str, Any]:
-    """The ``complete()`` keyword arguments of ``style``: ``tools`` (native, when there are tools),
-    ``response_format`` (json: the :func:`json_action_schema` of the toolbox's tools when the model supports JSON
-    schema, else JSON mode when supported) or ``stop`` (react)."""
+def answer_tool_definition(output_schema: Any = None) -> dict[str, Any]:
+    """The ``final_answer`` tool of ``loop.answer_tool`` in the OpenAI format: one ``answer`` argument, a string
+    (or, with an output schema, a JSON value matching it)."""
+    answer = output_schema if isinstance(output_schema, dict) else {
+        "type": "string", "description": "The answer, stating the result the question asks for."}
+    return {"type": "function", "function": {
+        "name": FINAL_ACTION,
+        "description": "Give your final answer to the user. Call it as soon as you know the answer, or when no "
+                       "other tool fits the question.",
+        "parameters": {"type": "object", "properties": {"answer": answer}, "required": ["answer"]}}}
+
+
+def style_kwargs(style: str, toolbox: Any, client: Any, *, output_schema: Any = None,
+                 answer_tool: bool = False) -> dict[str, Any]:
+    """The ``complete()`` keyword arguments of ``style``: ``tools`` (native, when there are tools; with
+    ``answer_tool``, plus :func:`answer_tool_definition` and ``tool_choice="required"``), ``response_format``
+    (json: the :func:`json_action_schema` of the toolbox's tools when the model supports JSON schema, else JSON
+    mode when supported) or ``stop`` (react)."""
     kwargs: dict[str, Any] = {}
-    if style == "native" and len(toolbox):
+    if style == "native" and answer_tool:
+        kwargs["tools"] = [*toolbox.definitions(), answer_tool_definition(output_schema)]
+        kwargs["tool_choice"] = "required"
+    elif style == "native" and len(toolbox):
         kwargs["tools"] = toolbox.definitions()
     elif style == "json":
         try:

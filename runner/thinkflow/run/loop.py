@@ -226,7 +226,8 @@ class _Run(RunBase):
 
     # ------------------------------------------------------------------------------------------------ model
     def _model_kwargs(self) -> dict[str, Any]:
-        kwargs = style_kwargs(self.style, self.toolbox, self.client, output_schema=self.spec.output_schema)
+        kwargs = style_kwargs(self.style, self.toolbox, self.client, output_schema=self.spec.output_schema,
+                              answer_tool=self.loop_spec.answer_tool)
         if self.stream:
             step = self.step
             kwargs["on_text"] = lambda piece: self.emit(ev.TextDelta(step=step, text=piece))

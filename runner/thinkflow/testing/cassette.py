@@ -35,15 +35,19 @@ class CassetteError(ThinkFlowError):
 
 
 def request_dict(messages: Sequence[Message | dict], *, tools: list[dict] | None = None,
-                 response_format: dict | None = None, stop: Sequence[str] = ()) -> dict[str, Any]:
+                 response_format: dict | None = None, stop: Sequence[str] = (),
+                 tool_choice: str | None = None) -> dict[str, Any]:
     """The comparable form of one model request: OpenAI message dicts, tool definitions, response format, stop
-    sequences (JSON-ready, round-tripped through JSON so tuples and lists compare equal)."""
+    sequences and, when one is sent, the tool choice (JSON-ready, round-tripped through JSON so tuples and lists
+    compare equal)."""
     data = {
         "messages": [m.to_dict() if isinstance(m, Message) else dict(m) for m in messages],
         "tools": list(tools or []),
         "response_format": response_format,
         "stop": list(stop),
     }
+    if tool_choice:
+        data["tool_choice"] = tool_choice
     return json.loads(json.dumps(data, ensure_ascii=False, default=str))
 
 

@@ -92,7 +92,8 @@ class ReplayClient:
 
     def complete(self, messages: Sequence[Message], *, tools: list[dict] | None = None,
                  response_format: dict | None = None, stop: Sequence[str] = (),
-                 on_text: Callable[[str], None] | None = None, deadline: float | None = None) -> ModelReply:
+                 on_text: Callable[[str], None] | None = None, deadline: float | None = None,
+                 tool_choice: str | None = None) -> ModelReply:
         """The next recorded reply (streamed to ``on_text`` in one piece when given).
 
         Raises:
@@ -100,7 +101,8 @@ class ReplayClient:
         """
         with self._lock:
             index = self.calls
-            actual = self.redact(request_dict(messages, tools=tools, response_format=response_format, stop=stop))
+            actual = self.redact(request_dict(messages, tools=tools, response_format=response_format, stop=stop,
+                                              tool_choice=tool_choice))
             if index >= len(self.interactions):
                 self._fail(ReplayMismatch(
                     f"the run made more model calls than the cassette holds ({len(self.interactions)})",
@@ -158,11 +160,13 @@ class RecordingClient:
 
     def complete(self, messages: Sequence[Message], *, tools: list[dict] | None = None,
                  response_format: dict | None = None, stop: Sequence[str] = (),
-                 on_text: Callable[[str], None] | None = None, deadline: float | None = None) -> ModelReply:
+                 on_text: Callable[[str], None] | None = None, deadline: float | None = None,
+                 tool_choice: str | None = None) -> ModelReply:
         """Call the inner client and record the request and its reply."""
-        request = request_dict(messages, tools=tools, response_format=response_format, stop=stop)
+        request = request_dict(messages, tools=tools, response_format=response_format, stop=stop,
+                               tool_choice=tool_choice)
         reply = self.inner.complete(messages, tools=tools, response_format=response_format, stop=stop,
-                                    on_text=on_text, deadline=deadline)
+                                    on_text=on_text, deadline=deadline, tool_choice=tool_choice)
         with self._lock:
             self.interactions.append({"request": request, "reply": reply_dict(reply)})
         return reply

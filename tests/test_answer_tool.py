@@ -57,3 +57,11 @@ def test_the_setting_is_part_of_the_config_language(tmp_path):
     path = tmp_path / "a.yaml"
     path.write_text("version: 1\nname: a\nloop: {style: native, answer_tool: true}\n")
     assert load_agent(path).loop.answer_tool is True
+
+
+def test_the_system_prompt_says_to_answer_through_final_answer(openai_server, tmp_path):
+    openai_server.push(tool_calls([("final_answer", {"answer": "Hi."}, "call_1")]), text("Hi."))
+    go(make_spec(openai_server, tmp_path, answer_tool=True), "Hello", tmp_path)
+    go(make_spec(openai_server, tmp_path), "Hello", tmp_path)
+    with_tool, without = (body["messages"][0]["content"] for body in openai_server.requests)
+    assert "call final_answer with the answer" in with_tool and "final_answer" not in without

@@ -468,5 +468,7 @@ def test_a_reply_that_repeats_a_tool_result_is_not_the_answer(style):
     assert isinstance(parse("<tool_response>\n4 rows\nNorth 80521.49", style), ParseFailure)  # never closed
     after = parse("<tool_response>\nNorth 80521.49\n</tool_response>\nNorth had the highest sales.", style)
     assert isinstance(after, FinalAnswer) and after.text == "North had the highest sales."
+    two = parse("<tool_response>\nNorth\n</tool_response>\n<tool_response>\nsaved chart\n</tool_response>", style)
+    assert isinstance(two, ParseFailure) and "repeats a tool result" in two.error
     quoted = parse("The tool said <tool_response>x</tool_response>.", "native")
     assert isinstance(quoted, FinalAnswer) and quoted.text.startswith("The tool said")

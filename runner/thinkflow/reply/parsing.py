@@ -232,7 +232,11 @@ def parse_reply(
         return failure(style, names, f"the reply holds JSON nested deeper than {MAX_DEPTH} levels", thought=reasoning)
     echo = _ECHOED_RESULT.match(body)
     if echo:
-        rest = body[echo.end():].strip()
+        end = 0
+        while echo:  # one block per tool result the model imitated
+            end = echo.end()
+            echo = _ECHOED_RESULT.match(body, end) if end < len(body) else None
+        rest = body[end:].strip()
         if not rest:
             return failure(style, names, "the reply only repeats a tool result (<tool_response>); never write tool "
                            "results yourself. Give the final answer in your own words, stating the result",

@@ -194,6 +194,7 @@ class _Run(RunBase):
             "style": self.style,
             "tools": [tool_for_prompt(d) for d in described],
             "output_schema": json.dumps(schema, ensure_ascii=False) if schema else "",
+            "answer_tool": self.style == "native" and self.loop_spec.answer_tool,
         })
         text = text.strip()
         self._system_cache = (key, text)

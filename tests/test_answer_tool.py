@@ -8,7 +8,7 @@ from scripted_servers import text, tool_calls
 from test_loop import go, make_spec
 
 from thinkflow.config.loader import load_agent
-from thinkflow.reply.actions import FinalAnswer, ToolAction
+from thinkflow.reply.actions import FinalAnswer, ParseFailure, ToolAction
 from thinkflow.reply.parsing import parse_reply
 from thinkflow.reply.styles import answer_tool_definition
 from thinkflow.model.messages import ToolCall
@@ -65,3 +65,9 @@ def test_the_system_prompt_says_to_answer_through_final_answer(openai_server, tm
     go(make_spec(openai_server, tmp_path), "Hello", tmp_path)
     with_tool, without = (body["messages"][0]["content"] for body in openai_server.requests)
     assert "call final_answer with the answer" in with_tool and "final_answer" not in without
+
+
+def test_a_final_answer_call_that_repeats_a_tool_result_is_sent_back():
+    echo = parse_reply(None, [ToolCall("c1", "final_answer", {"answer": "<tool_response>\n4 rows\n</tool_response>"})],
+                       style="native", tools=CALC)
+    assert isinstance(echo, ParseFailure) and "repeats a tool result" in echo.error

@@ -36,10 +36,11 @@ first that yields an action:
    :class:`ParseFailure` (``kind="format"``); a reply with no format markers at all (no ReAct label outside
    fences, no ``{"``, no ``<tool_call>`` tag: plain prose) is the final answer in every style, as is any other
    text in ``native`` style (a leading ``Final Answer:`` label removed); in ``json`` and ``react`` style the rest
-   is a :class:`ParseFailure` (``kind="format"``) whose message states exactly the expected format. A reply
-   that opens with a ``<tool_response>`` block (a small model imitating how its chat template shows tool results,
-   Qwen2.5's among them) is not an answer: the text after the block is, and with nothing after it the reply is a
-   :class:`ParseFailure` asking for the answer in the model's own words.
+   is a :class:`ParseFailure` (``kind="format"``) whose message states exactly the expected format.
+   Whatever rule gave it, a final answer that opens with ``<tool_response>`` blocks (a small model imitating how
+   its chat template shows tool results, Qwen2.5's among them) is not the answer: the text after the blocks is,
+   and with nothing after them the reply is a :class:`ParseFailure` asking for the answer in the model's own
+   words.
 7. Tool names are compared exactly, then ignoring case, surrounding quotes, backticks and ``*``; an unknown name
    is kept as written (the loop answers it with the list of available tools).
 
@@ -147,7 +148,7 @@ def _tool_call_shapes(value: Any) -> list[tuple[str, Any]] | None:
 # The parser
 
 
-def parse_reply(
+def _parse(
     text: Any,
     tool_calls: Sequence[ToolCall] = (),
     *,
@@ -155,17 +156,7 @@ def parse_reply(
     tools: Mapping[str, Mapping[str, Any] | None],
     argument_errors: Mapping[str, str] | None = None,
 ) -> Action:
-    """Turn one model reply into an :data:`Action` by the rules in this module's docstring.
-
-    Args:
-        text: the reply content (str, None or a list of parts).
-        tool_calls: native tool calls from the provider (arguments already decoded to dicts).
-        style: the action style in force: "native", "json" or "react".
-        tools: known tool names -> their parameters JSON Schema (or None), in the order shown to the model.
-        argument_errors: per native call id, why its arguments could not be decoded.
-    Returns:
-        ToolAction, FinalAnswer or ParseFailure. Never raises for anything a model can say.
-    """
+    """Rules 1-7 (see the module docstring); :func:`parse_reply` then checks the final answer for echoes."""
     names = list(tools)
     raw = as_text(text)
     body, reasoning = split_reasoning(raw)
@@ -230,23 +221,45 @@ def parse_reply(
     # Rule 6.
     if DEEP in notes:
         return failure(style, names, f"the reply holds JSON nested deeper than {MAX_DEPTH} levels", thought=reasoning)
-    echo = _ECHOED_RESULT.match(body)
-    if echo:
-        end = 0
-        while echo:  # one block per tool result the model imitated
-            end = echo.end()
-            echo = _ECHOED_RESULT.match(body, end) if end < len(body) else None
-        rest = body[end:].strip()
-        if not rest:
-            return failure(style, names, "the reply only repeats a tool result (<tool_response>); never write tool "
-                           "results yourself. Give the final answer in your own words, stating the result",
-                           thought=reasoning)
-        body = rest
     if style == "native" or not has_format_markers(body):
         return FinalAnswer(strip_final_label(body).strip(), thought=reasoning)
     if style == "json":
         return failure(style, names, "no JSON object with an \"action\" key was found", thought=reasoning)
     return failure(style, names, "no 'Action:' or 'Final Answer:' line was found", thought=reasoning)
+
+
+def parse_reply(
+    text: Any,
+    tool_calls: Sequence[ToolCall] = (),
+    *,
+    style: Style,
+    tools: Mapping[str, Mapping[str, Any] | None],
+    argument_errors: Mapping[str, str] | None = None,
+) -> Action:
+    """Turn one model reply into an :data:`Action` by the rules in this module's docstring.
+
+    Args:
+        text: the reply content (str, None or a list of parts).
+        tool_calls: native tool calls from the provider (arguments already decoded to dicts).
+        style: the action style in force: "native", "json" or "react".
+        tools: known tool names -> their parameters JSON Schema (or None), in the order shown to the model.
+        argument_errors: per native call id, why its arguments could not be decoded.
+    Returns:
+        ToolAction, FinalAnswer or ParseFailure. Never raises for anything a model can say.
+    """
+    action = _parse(text, tool_calls, style=style, tools=tools, argument_errors=argument_errors)
+    if not isinstance(action, FinalAnswer) or not _ECHOED_RESULT.match(action.text):
+        return action
+    end, echo = 0, _ECHOED_RESULT.match(action.text)
+    while echo:  # one block per tool result the model imitated
+        end = echo.end()
+        echo = _ECHOED_RESULT.match(action.text, end) if end < len(action.text) else None
+    rest = action.text[end:].strip()
+    if rest:
+        return FinalAnswer(rest, thought=action.thought, data=action.data)
+    return failure(style, list(tools), "the answer only repeats a tool result (<tool_response>); never write tool "
+                   "results yourself. Give the final answer in your own words, stating the result",
+                   thought=action.thought)
 
 
 _JSON_START = re.compile(r"\{[ \t\r\n]*[\"']")

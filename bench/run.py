@@ -7,7 +7,7 @@ Parts (each also runs alone; see its docstring):
     memory       bench/bench_memory.py      long-term memory figures (when present)
     model        bench/bench_model.py       embedded model load time, tokens/s, client overhead (--with-model)
     styles       bench/bench_styles.py      success rate per action style on the embedded model (--with-model)
-    suite        bench/suite.py             23 multi-step agent tasks per style and under LangChain and smolagents (--with-model)
+    suite        bench/suite.py             23 agent tasks per style, LangChain and smolagents beside (--with-model)
 
 Usage::
 

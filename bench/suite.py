@@ -8,7 +8,8 @@ is computed here from the data (pandas-free: the standard library reads the CSV)
 
 Each task runs through the product path (agent YAML -> ``load_agent`` -> ``build`` -> ``run``) on
 ``local/qwen2.5-coder-1.5b`` at temperature 0 with ``max_steps`` 8, once per style in ``--styles`` (default
-auto, native, json, react; ``answer_tool`` is native with ``loop.answer_tool``). Reported per style: pass rate, steps and seconds per task, and the failure causes:
+auto, native, json, react; ``answer_tool`` is native with ``loop.answer_tool``). Reported per style: pass rate,
+steps and seconds per task, and the failure causes:
 ``wrong tool`` (an expected tool never called, or a tool called on a decoy question), ``wrong arguments`` (tool
 calls answered with invalid/error), ``parse failure`` (unusable replies), ``loop`` (loop_detected), ``gave up``
 (max_steps), ``time`` (timeout or model timeout), ``wrong answer`` (completed, but the value is not in the answer).

@@ -367,7 +367,8 @@ def _parse_one_json_action(obj: dict, style: Style, tools: Mapping[str, Any], th
 
 #: ``<function name="tool" arguments='{...}'/>``: a form small models (Qwen2.5-Coder 1.5B among them) invent for
 #: native calls written as text. Bounded classes that exclude their own delimiters keep the match linear.
-_ATTRIBUTE_CALL = re.compile(r"""<function\s+name\s*=\s*["']([^"'<>\s]{1,200})["']\s+arguments\s*=\s*'([^']{0,200000})'""")
+_ATTRIBUTE_CALL = re.compile(
+    r"""<function\s+name\s*=\s*["']([^"'<>\s]{1,200})["']\s+arguments\s*=\s*'([^']{0,200000})'""")
 
 
 def _attribute_calls(body: str) -> list[tuple[str, str]]:

@@ -148,14 +148,8 @@ def _tool_call_shapes(value: Any) -> list[tuple[str, Any]] | None:
 # The parser
 
 
-def _parse(
-    text: Any,
-    tool_calls: Sequence[ToolCall] = (),
-    *,
-    style: Style,
-    tools: Mapping[str, Mapping[str, Any] | None],
-    argument_errors: Mapping[str, str] | None = None,
-) -> Action:
+def _parse(text: Any, tool_calls: Sequence[ToolCall], style: Style, tools: Mapping[str, Mapping[str, Any] | None],
+           argument_errors: Mapping[str, str] | None) -> Action:
     """Rules 1-7 (see the module docstring); :func:`parse_reply` then checks the final answer for echoes."""
     names = list(tools)
     raw = as_text(text)
@@ -247,7 +241,7 @@ def parse_reply(
     Returns:
         ToolAction, FinalAnswer or ParseFailure. Never raises for anything a model can say.
     """
-    action = _parse(text, tool_calls, style=style, tools=tools, argument_errors=argument_errors)
+    action = _parse(text, tool_calls, style, tools, argument_errors)
     if not isinstance(action, FinalAnswer) or not _ECHOED_RESULT.match(action.text):
         return action
     end, echo = 0, _ECHOED_RESULT.match(action.text)

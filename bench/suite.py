@@ -226,6 +226,14 @@ def tasks() -> list[dict[str, Any]]:
 # The workspace
 
 
+def http_tool(name: str, description: str, url: str, param: str, param_description: str) -> dict[str, Any]:
+    """A ``kind: http`` tool spec: GET ``url`` with one required string query parameter ``param``."""
+    return {"version": 1, "name": name, "description": description, "kind": "http",
+            "request": {"method": "GET", "url": url, "params": {param: "{" + param + "}"}}, "allow_private": True,
+            "parameters": {"type": "object", "required": [param],
+                           "properties": {param: {"type": "string", "description": param_description}}}}
+
+
 def prepare(work: Path, base_url: str) -> None:
     """The workspace every task runs in: data, files, tool specs (the http tools point at ``base_url``)."""
     if work.exists():
@@ -247,21 +255,9 @@ def prepare(work: Path, base_url: str) -> None:
          "parameters": {"type": "object", "properties": {"path": {"type": "string",
                                                                   "description": "File path relative to the workspace."}},
                         "required": ["path"]}},
-        {"version": 1, "name": "stock_level", "description": "How many of an item are in stock.", "kind": "http",
-         "request": {"method": "GET", "url": f"{base_url}/stock", "params": {"item": "{item}"}},
-         "allow_private": True,
-         "parameters": {"type": "object", "properties": {"item": {"type": "string", "description": "Item name."}},
-                        "required": ["item"]}},
-        {"version": 1, "name": "item_price", "description": "The unit price of an item in dollars.", "kind": "http",
-         "request": {"method": "GET", "url": f"{base_url}/price", "params": {"item": "{item}"}},
-         "allow_private": True,
-         "parameters": {"type": "object", "properties": {"item": {"type": "string", "description": "Item name."}},
-                        "required": ["item"]}},
-        {"version": 1, "name": "weather", "description": "Current weather of one city.", "kind": "http",
-         "request": {"method": "GET", "url": f"{base_url}/weather", "params": {"city": "{city}"}},
-         "allow_private": True,
-         "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name."}},
-                        "required": ["city"]}},
+        http_tool("stock_level", "How many of an item are in stock.", f"{base_url}/stock", "item", "Item name."),
+        http_tool("item_price", "The unit price of an item in dollars.", f"{base_url}/price", "item", "Item name."),
+        http_tool("weather", "Current weather of one city.", f"{base_url}/weather", "city", "City name."),
     ]
     for tool in tools:
         (work / "tools" / f"{tool['name']}.yaml").write_text(json.dumps(tool, indent=1), encoding="utf-8")

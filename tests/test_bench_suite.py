@@ -59,6 +59,9 @@ def test_workspace_agents_and_tools_load_and_the_http_service_answers(tmp_path):
             assert json.loads(response.read()) == {"item": "widget", "stock": 42}
         box = build(load_agent(suite.agent_file(tmp_path / "w", suite.tasks()[15], "json", "openai/test"))).toolbox
         assert box.call("count_lines", {"path": "logs/app.log"}).text.split()[0] == "37"
+        stock = next(t for t in suite.tasks() if t["name"] == "http-stock")
+        http = build(load_agent(suite.agent_file(tmp_path / "w", stock, "json", "openai/test"))).toolbox
+        assert json.loads(http.call("stock_level", {"item": "widget"}).text) == {"item": "widget", "stock": 42}
     finally:
         server.shutdown()
 

@@ -112,19 +112,19 @@ def test_plot_chart_on_dates_by_month_and_as_a_time_axis(ws):
 
 
 def test_time_axis_ticks_are_thinned_and_long_category_axes_too():
-    from thinkflow.tools import data
+    from thinkflow.tools import charts, data
 
     df = data.parse_dates(pd.read_csv(SALES))
     frame = data.query(df, group_by="date", column="sales", agg="sum")
     assert len(frame) > 150
     for kind in ("line", "bar"):
-        fig = data.draw_chart(kind, frame["date"], frame["sum_sales"], time_axis=True, x_label="date",
-                              y_label="sales", title="t")
+        fig = charts.draw_chart(kind, frame["date"], frame["sum_sales"], time_axis=True, x_label="date",
+                                y_label="sales", title="t")
         fig.canvas.draw()
         labels = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()]
         assert 3 <= len(labels) <= 9, labels
     names = pd.Series([f"item{i:02d}" for i in range(50)])
-    fig = data.draw_chart("bar", names, pd.Series(range(50)), time_axis=False, x_label="x", y_label="y", title="t")
+    fig = charts.draw_chart("bar", names, pd.Series(range(50)), time_axis=False, x_label="x", y_label="y", title="t")
     fig.canvas.draw()
     shown = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()]
     assert shown == [f"item{i:02d}" for i in range(0, 50, 3)]

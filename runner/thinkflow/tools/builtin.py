@@ -16,7 +16,7 @@ from thinkflow.config.builtin_tools import BUILTIN_NAMES, PARAMETERS, builtin_sp
 from thinkflow.config.spec import ToolSpec
 from thinkflow.errors import ToolError
 from thinkflow.tools.base import ToolResult
-from thinkflow.tools import data, files
+from thinkflow.tools import charts, data, files
 from thinkflow.tools.calculator import CalculatorError, calculator
 from thinkflow.tools.data import DataToolError
 from thinkflow.tools.python import run_with_timeout
@@ -103,7 +103,7 @@ class BuiltinTool:
             if name == "read_file":
                 return lambda path: files.read_file(root, path, cap)
             return lambda **kw: getattr(files, name)(root, **kw)
-        return lambda **kw: getattr(data, name)(root, **kw)
+        return lambda **kw: getattr(charts if name == "plot_chart" else data, name)(root, **kw)
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         """Run the built-in once."""

@@ -1,7 +1,7 @@
-"""The data built-ins ``read_csv``, ``query_data`` and ``plot_chart`` over CSV files in the workspace.
+"""The data built-ins ``read_csv`` and ``query_data`` over CSV files in the workspace, and the grouping that
+``plot_chart`` (:mod:`thinkflow.tools.charts`) draws.
 
-pandas and matplotlib are optional and imported here, lazily, inside the functions (this is the one module that
-imports them). Filters are parsed here (``column op value`` joined by ``and``), never passed to ``eval`` or
+pandas is optional and imported here, lazily, inside the functions (matplotlib likewise, in charts.py). Filters are parsed here (``column op value`` joined by ``and``), never passed to ``eval`` or
 ``DataFrame.query``. Text columns whose every value is an ISO date (``2026-03-01``) are read as dates, so
 ``query_data`` and ``plot_chart`` can group them by month, quarter or year (``period``) and filters compare them as
 dates (``date >= 2026-03-01``). Every error names the fix: the columns, the accepted values.
@@ -9,12 +9,10 @@ dates (``date >= 2026-03-01``). Every error names the fix: the columns, the acce
 
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 from typing import Any
 
-from thinkflow.atomic import atomic_write_bytes
 from thinkflow.text import closest
 from thinkflow.tools.base import ToolResult
 from thinkflow.tools.files import WorkspaceError, resolve_in
@@ -25,7 +23,6 @@ AGG_ALIASES = {"avg": "mean", "average": "mean", "total": "sum", "minimum": "min
 PERIODS = ("day", "month", "quarter", "year")
 _PERIOD_CODES = {"day": "D", "month": "M", "quarter": "Q", "year": "Y"}
 _DATE_VALUE = re.compile(r"^\d{4}(-\d{1,2}(-\d{1,2})?)?([ T]\d{1,2}:\d{2}(:\d{2})?)?$")
-MAX_BAR_LABELS = 20  # a categorical axis with more labels shows every n-th one
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$")
 _FILTER = re.compile(
     r"""^\s*(?:`(?P<bq>[^`]+)`|"(?P<dq>[^"]+)"|(?P<col>[^=!<>]+?))\s*(?P<op>==|!=|>=|<=|>|<|=)\s*(?P<val>.+?)\s*$"""
@@ -343,115 +340,3 @@ def _extremes(result: Any) -> str | None:
 
     return (f"highest {name}: {_plain(high.iloc[0])} ({shown(high.iloc[1])}); "
             f"lowest {name}: {_plain(low.iloc[0])} ({shown(low.iloc[1])})")
-
-
-def _chart_path(root: Path, output: str | None, default: str) -> Path:
-    """Where a chart goes: ``output`` (".png" added when it has no extension), ``<output>/<default>`` when it is a
-    directory (or ends with "/"), else ``charts/<default>``; always inside the workspace.
-
-    Raises:
-        WorkspaceError: the path leaves the workspace. DataToolError: ``output`` has another extension than .png.
-    """
-    target = resolve_in(root, output or "charts")
-    if not output or output.endswith("/") or target.is_dir():
-        return target / default
-    suffix = target.suffix.lower()
-    if suffix and suffix != ".png":
-        raise DataToolError(f"output must be a .png file; got {output!r}")
-    return target if suffix else target.with_name(target.name + ".png")
-
-
-def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: str | None = None,
-               title: str | None = None, output: str | None = None, period: str | None = None) -> ToolResult:
-    """Plot ``y`` against ``x`` (aggregated per ``x`` with ``agg`` when given) as a line, bar or scatter chart
-    and save a PNG inside the workspace (matplotlib, Agg backend; written to a temporary file and renamed, so a
-    crash never leaves half a PNG). A bar or line chart whose ``x`` repeats and that has no ``agg`` sums ``y`` per
-    ``x`` (one bar per value; the observation says so). ``x`` a date column: with ``period`` the dates are grouped
-    by month/quarter/year (one labelled point per period); without, the axis is a time axis with a few
-    concise date ticks. A categorical axis of more than :data:`MAX_BAR_LABELS` labels shows every n-th label.
-    ``data``: ``path`` (absolute), ``points``, ``kind``, ``x``, ``y``, ``agg``, ``period``."""
-    try:
-        df, _ = _load(root, path)
-        y, agg = _unfold_aggregate(df, y, agg)
-        if x.lower() in PERIODS and not _has_column(df, x):
-            period, x = x.lower(), (date_columns(df) or [x])[0]
-        x_col, y_col = _column(df, x), _column(df, y)
-        period, ignored = _applicable_period(df, x_col, period)
-        if df.empty:
-            raise DataToolError(f"nothing to plot: {path} has no rows")
-        if kind not in ("line", "bar", "scatter"):
-            raise DataToolError(f"kind must be line, bar or scatter; got {kind!r}")
-        if agg is not None:
-            agg = AGG_ALIASES.get(str(agg).lower(), str(agg).lower())
-        note = ignored
-        if period:
-            agg = agg or "sum"
-        elif not agg and kind != "scatter" and df[x_col].duplicated().any():
-            agg = "sum"
-            note += f" ({x_col} repeats, so {y_col} is summed per {x_col}; pass agg to choose another)"
-        if agg:
-            frame = query(df, group_by=x_col, column=y_col, agg=agg, period=period)
-            xs, ys = frame[frame.columns[0]], frame[frame.columns[1]]
-            y_label = f"{agg} of {y_col}"
-        else:
-            xs, ys = df[x_col], df[y_col]
-            y_label = y_col
-        x_label = f"{x_col} ({period})" if period else x_col
-        safe = lambda name: re.sub(r"[^A-Za-z0-9_-]+", "_", name)  # noqa: E731
-        default = f"{safe(y_col)}_by_{safe(x_col)}{'_' + period if period else ''}.png"
-        target = _chart_path(root, output, default)
-    except WorkspaceError as exc:
-        return ToolResult("denied", str(exc))
-    time_axis = x_col in date_columns(df) and not period
-    fig = draw_chart(kind, xs, ys, time_axis=time_axis, x_label=x_label, y_label=y_label,
-                     title=title or f"{y_label} by {x_label}")
-    points = len(xs)
-    png = io.BytesIO()
-    fig.savefig(png, format="png")
-    atomic_write_bytes(target, png.getvalue())
-    rel = target.relative_to(root.resolve()).as_posix()
-    return ToolResult("ok", f"saved {kind} chart of {y_label} by {x_label} ({points} points) to {rel}{note}",
-                      {"path": str(target), "points": points, "kind": kind, "x": x_col, "y": y_col,
-                       "agg": agg, "period": period})
-
-
-def draw_chart(kind: str, xs: Any, ys: Any, *, time_axis: bool, x_label: str, y_label: str, title: str) -> Any:
-    """A matplotlib ``Figure`` (8 x 5 in, 100 dpi, Agg) of ``ys`` against ``xs``. ``time_axis``: ``xs`` are dates,
-    drawn on a date axis with 3-8 concise ticks (``AutoDateLocator`` + ``ConciseDateFormatter``); otherwise a
-    categorical axis of more than :data:`MAX_BAR_LABELS` text labels shows every n-th one. Raises DataToolError
-    when matplotlib is not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg", force=True)
-        from matplotlib import dates as mdates
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise DataToolError("plot_chart needs matplotlib, which is not installed (pip install matplotlib)") from exc
-    fig = Figure(figsize=(8, 5), dpi=100)
-    ax = fig.subplots()
-    if time_axis:
-        xs_plot = list(xs.dt.to_pydatetime()) if hasattr(xs, "dt") else list(xs)
-    else:
-        xs_plot = [str(v) for v in xs] if kind == "bar" else list(xs)
-    if kind == "bar":
-        ax.bar(xs_plot, list(ys), **({"width": 0.8} if time_axis else {}))
-    elif kind == "line":
-        ax.plot(xs_plot, list(ys), marker="o" if len(xs_plot) <= 60 else None)
-    else:
-        ax.scatter(xs_plot, list(ys))
-    if time_axis:
-        locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
-        ax.xaxis.set_major_locator(locator)
-        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-    elif kind != "scatter" and len(xs_plot) > MAX_BAR_LABELS and all(isinstance(v, str) for v in xs_plot):
-        step = -(-len(xs_plot) // MAX_BAR_LABELS)
-        ax.set_xticks(range(0, len(xs_plot), step))
-        ax.set_xticklabels([str(v) for v in xs_plot[::step]])
-    ax.set_xlabel(x_label)
-    ax.set_ylabel(y_label)
-    ax.set_title(title)
-    if not time_axis and kind != "scatter" and len(xs_plot) > 8:
-        fig.autofmt_xdate()
-    fig.tight_layout()
-    return fig

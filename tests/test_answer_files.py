@@ -27,12 +27,12 @@ def test_missing_files_resolves_against_the_workspace(tmp_path):
     assert missing_files(text, tmp_path) == ["charts/b.png", "/nonexistent/c.csv"]
 
 
-def test_request_quotes_the_answer():
+def test_the_request_says_make_it_or_answer_without_it():
     assert missing_files_request('Top: "Laptop", see c.png', ["c.png"]) == (
-        "Your final answer names c.png, but it does not exist yet: nothing has been written. Call the tool that "
-        'creates it now. Then give the same final answer again: "Top: \\"Laptop\\", see c.png" (if you cannot '
-        "create it, give that answer without it)."
+        "Your final answer names c.png, but it does not exist: no tool has written it. If the task asks for it, "
+        "call the tool that creates it now, then give your final answer again. If the task does not, give the "
+        "final answer to the task without it."
     )
     assert missing_files_request("a.png b.png", ["a.png", "b.png"]).startswith(
-        "Your final answer names a.png, b.png, but they do not exist yet: nothing has been written. Call the tool "
-        "that creates them now.")
+        "Your final answer names a.png, b.png, but they do not exist: no tool has written them. If the task asks "
+        "for them, call the tool that creates them now")

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings, strategies as st
 
+from thinkflow.config.builtin_tools import PARAMETERS
 from thinkflow.config.loader import load_agent
 from thinkflow.tools import Toolbox, build_tool
 from thinkflow.tools.approval import auto_approver
+from thinkflow.tools.data import AGG_ALIASES
 from thinkflow.tools.builtin import bind_dataset_columns, builtin_specs, csv_header, named_csv_files
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,19 +41,18 @@ def call(box, **args):
 def test_totals_by_month_quarter_and_year(ws):
     box, df, _ = ws
     months = df.groupby(df.date.dt.to_period("M"))["sales"].sum()
-    got = call(box, group_by="date", period="month", column="sales")
+    got = call(box, group_by="month", column="sales")
     assert [r["month"] for r in got] == [str(p) for p in months.index]
     assert [r["sum_sales"] for r in got] == pytest.approx(list(months.values))
     quarters = df.groupby(df.date.dt.to_period("Q")).size()
-    assert call(box, group_by="date", period="quarter") == [{"quarter": str(q), "count": int(n)}
-                                                            for q, n in quarters.items()]
-    assert call(box, period="year", column="units") == [{"year": "2026", "sum_units": int(df.units.sum())}]
+    assert call(box, group_by="quarter") == [{"quarter": str(q), "count": int(n)} for q, n in quarters.items()]
+    assert call(box, group_by="year", column="units") == [{"year": "2026", "sum_units": int(df.units.sum())}]
 
 
 def test_the_month_with_the_highest_sales_is_one_call(ws):
     box, df, _ = ws
     best = df.groupby(df.date.dt.to_period("M"))["sales"].sum().sort_values(ascending=False)
-    for args in ({"group_by": "month"}, {"group_by": "date", "period": "month", "sort": "desc"}):  # month: the enum
+    for args in ({"group_by": "month"}, {"group_by": "month", "sort": "desc"}):  # month: the enum
         got = call(box, column="sales", top=1, **args)
         assert got == [{"month": str(best.index[0]), "sum_sales": pytest.approx(best.iloc[0])}]
 
@@ -79,11 +81,14 @@ def test_errors_name_the_fix(ws):
     box, _, _ = ws
     wrong_value = box.call("query_data", {"path": "examples/sales.csv", "filter": "region == Nord"})
     assert wrong_value.text == "no row has region == 'Nord'; values of region are: East, North, South, West"
-    not_date = box.call("query_data", {"path": "examples/sales.csv", "group_by": "region", "period": "month",
-                                       "column": "sales"})  # a period on a text column is dropped, and said so
+    from thinkflow.tools import charts, data
+
+    not_date = data.query_data(box.get("query_data").root, "examples/sales.csv", group_by="region",
+                               period="month", column="sales")  # a period on a text column is dropped, and said so
     assert not_date.status == "ok" and len(not_date.data["result"]) == 4
     assert not_date.text.endswith(" (period 'month' ignored: region is not a date column)")
-    chart = box.call("plot_chart", {"path": "examples/sales.csv", "x": "product", "y": "sales", "period": "month"})
+    chart = charts.plot_chart(box.get("plot_chart").root, "examples/sales.csv", x="product", y="sales",
+                              period="month")
     assert chart.status == "ok" and chart.data["period"] is None and chart.data["agg"] == "sum"
     assert "(period 'month' ignored: product is not a date column) (product repeats" in chart.text
     bad_date = box.call("query_data", {"path": "examples/sales.csv", "filter": "date > March"})
@@ -100,7 +105,7 @@ def test_read_csv_names_the_date_column(ws):
 
 def test_plot_chart_on_dates_by_month_and_as_a_time_axis(ws):
     box, df, root = ws
-    by_month = box.call("plot_chart", {"path": "examples/sales.csv", "x": "date", "y": "sales", "period": "month"})
+    by_month = box.call("plot_chart", {"path": "examples/sales.csv", "x": "month", "y": "sales"})
     assert by_month.status == "ok", by_month.text
     months = df.date.dt.to_period("M").nunique()
     assert (by_month.data["points"], by_month.data["period"], by_month.data["agg"]) == (months, "month", "sum")
@@ -142,7 +147,7 @@ def test_the_agents_data_file_gives_the_column_enum():
     assert numeric == ["units", "unit_price", "sales"]
     assert described["query_data"]["properties"]["column"]["enum"] == numeric
     assert described["query_data"]["properties"]["group_by"]["enum"] == header + ["month", "quarter", "year"]
-    assert described["plot_chart"]["properties"]["x"]["enum"] == header
+    assert described["plot_chart"]["properties"]["x"]["enum"] == header + ["month", "quarter", "year"]
     assert described["plot_chart"]["properties"]["y"]["enum"] == numeric
     assert "enum" not in described["query_data"]["properties"]["path"]
     wrong = box.call("query_data", {"path": "examples/sales.csv", "column": "revenue"})
@@ -170,8 +175,9 @@ def test_grouped_results_name_the_highest_and_the_lowest_group(ws):
     box, df, _ = ws
     by_region = df.groupby("region")["sales"].sum()
     text = box.call("query_data", {"path": "examples/sales.csv", "group_by": "region", "column": "sales"}).text
-    assert text.splitlines()[-1] == (f"highest sum_sales: {by_region.idxmax()} ({round(by_region.max(), 4)}); "
-                                     f"lowest sum_sales: {by_region.idxmin()} ({round(by_region.min(), 4)})")
+    assert text.splitlines()[-2:] == [(f"highest sum_sales: {by_region.idxmax()} ({round(by_region.max(), 4)}); "
+                                       f"lowest sum_sales: {by_region.idxmin()} ({round(by_region.min(), 4)})"),
+                                      f"total sum_sales: {round(by_region.sum(), 4)}"]  # a grouped total adds up
     units = df.groupby("product")["units"].sum()
     text = box.call("query_data", {"path": "examples/sales.csv", "group_by": "product", "column": "units"}).text
     assert f"lowest sum_units: {units.idxmin()} ({units.min()})" in text
@@ -185,8 +191,8 @@ def test_text_columns_of_the_data_file_become_value_parameters():
     bind_dataset_columns(box, spec)
     df = pd.read_csv(SALES)
     props = {d["name"]: d["parameters"] for d in box.describe()}["query_data"]["properties"]
-    assert props["product"]["enum"] == sorted(df["product"].unique())
-    assert props["region"]["enum"] == sorted(df.region.unique())
+    assert props["product"]["enum"] == ["all"] + sorted(df["product"].unique())  # all first: no filter
+    assert props["region"]["enum"] == ["all"] + sorted(df.region.unique())
     assert list(props).index("region") < list(props).index("filter")
     assert "date" not in props and "sales" not in props  # dates and numbers stay with filter
     monitor = box.call("query_data", {"path": "examples/sales.csv", "column": "units", "product": "Monitor"})
@@ -196,4 +202,64 @@ def test_text_columns_of_the_data_file_become_value_parameters():
                                    "region": "West"})
     assert both.data["result"] == [{"count": int(((df["product"] == "Laptop") & (df.region == "West")).sum())}]
     wrong = box.call("query_data", {"path": "examples/sales.csv", "agg": "count", "region": "Nord"})
-    assert wrong.status == "invalid" and "East" in wrong.text
+    assert wrong.status == "invalid" and "East" in wrong.text  # a filter value is never dropped
+    every = box.call("query_data", {"path": "examples/sales.csv", "group_by": "region", "region": "all",
+                                    "product": "Monitor", "column": "units"})
+    monitors = df[df["product"] == "Monitor"].groupby("region").units.sum()
+    assert every.data["result"] == [{"region": r, "sum_units": int(n)} for r, n in monitors.items()]
+
+
+def test_the_read_only_builtins_drop_placeholder_and_invalid_optional_arguments(ws):
+    """What the embedded model sends when it fills every parameter it sees: the call runs on what is right, and
+    the observation says what was left out."""
+    box, df, _ = ws
+    result = box.call("query_data", {"path": "examples/sales.csv", "group_by": "product", "column": "units",
+                                     "agg": "min", "filter": "None", "sort": "", "top": 0, "period": "region"})
+    units = df.groupby("product").units.sum()
+    assert result.status == "ok", result.text
+    assert result.data["result"] == [{"product": p, "sum_units": int(n)} for p, n in units.items()]
+    assert result.text.splitlines()[-1] == ('(agg "min" ignored: must be one of "sum", "mean", "count"; top 0 '
+                                            "ignored: 0 is less than the minimum of 1; unknown argument 'period' "
+                                            "ignored)")
+    assert f"lowest sum_units: {units.idxmin()} ({units.min()})" in result.text
+    missing = box.call("query_data", {"filter": "None"})  # a required argument is never dropped
+    assert missing.status == "invalid" and "missing required argument 'path'" in missing.text
+    chart = box.call("plot_chart", {"path": "examples/sales.csv", "x": "region", "y": "sales", "period": "region",
+                                    "agg": "max", "title": None})
+    assert chart.status == "ok" and chart.data["agg"] == "sum", chart.text
+    write = box.call("write_file", {"path": "a.txt", "content": "x", "mode": "append"})  # other tools: strict
+    assert write.status == "invalid" and "unknown argument 'mode'" in write.text
+
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.sampled_from(["", "None", "null", "sum", "Max",
+                                                                                 "AVERAGE", "desc", "x"]),
+                    st.text(max_size=8), st.lists(st.integers(), max_size=2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["path", "group_by", "column", "agg", "sort", "top", "filter", "period",
+                                        "region", "round"]), _VALUES, max_size=8))
+def test_dropping_optional_arguments_keeps_what_is_asked_and_explains_the_rest(arguments):
+    """Any arguments a model can send: required ones stay as given, what is left out is empty, unknown or a
+    refining parameter (agg, sort, top) with an invalid value, and a call that keeps its meaning passes."""
+    from thinkflow.tools.builtin import REFINING_PARAMETERS
+    from thinkflow.tools.validation import check_arguments, drop_bad_optionals
+
+    parameters = {**PARAMETERS["query_data"], "properties": {**PARAMETERS["query_data"]["properties"],
+                                                              "region": {"type": "string", "enum": ["all", "East"]}}}
+    kept, notes = drop_bad_optionals(parameters, arguments, REFINING_PARAMETERS["query_data"], {"agg": AGG_ALIASES})
+    if "path" in arguments:
+        assert kept["path"] == arguments["path"]
+    for key in set(arguments) - set(kept):
+        value = arguments[key]
+        empty = value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))
+        assert empty or key in ("period", "round") or key in REFINING_PARAMETERS["query_data"], key
+        assert empty or any(note.startswith((key, f"unknown argument '{key}'")) for note in notes), (key, notes)
+    for key in ("group_by", "column", "filter", "region"):  # what is asked is never dropped unless empty
+        if key in kept:
+            assert kept[key] == arguments[key]
+    meaning_ok = all(check_arguments("q", {"type": "object", "properties": {k: parameters["properties"][k]}},
+                                     {k: kept[k]}) is None for k in kept if k in ("path", "group_by", "column",
+                                                                                 "filter", "region"))
+    if "path" in kept and meaning_ok:
+        assert check_arguments("query_data", parameters, kept) is None

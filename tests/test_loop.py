@@ -11,6 +11,8 @@ from scripted_servers import error, hang, text, tool_calls
 
 from thinkflow.agent import build
 from thinkflow.run.loop import run
+from thinkflow.run.answer_files import missing_files_request
+from thinkflow.run.tool_calls import DUPLICATE_CALL
 from thinkflow.run.session import Session
 from thinkflow.config.spec import AgentSpec, LoopSpec, ModelSpec, PromptSpec, ToolRef
 from thinkflow.run.trace import read_trace, rebuild_request
@@ -194,6 +196,20 @@ def test_max_steps_ends_with_partial_answer(openai_server, tmp_path):
     assert result.answer == "No final answer was reached. Last result (calculator): 4"
     assert events[-1].type == "run_finished" and events[-1].status == "max_steps"
     assert len(openai_server.requests) == 2
+
+
+def test_the_same_call_written_many_times_in_one_reply_runs_once(openai_server, tmp_path):
+    # The embedded model wrote one query_data and one plot_chart call eleven times over in a single reply, which
+    # the repetition check took for a loop (issue 15).
+    pair = [("calculator", {"expression": "5*5"}), ("calculator", {"expression": "2+2"})]
+    openai_server.push(tool_calls([(name, dict(args), f"c{i}") for i in range(6) for name, args in pair]),
+                       text("25 and 4"))
+    result, events = go(make_spec(openai_server, tmp_path), "two sums", tmp_path)
+    assert (result.status, result.answer, result.tool_calls) == ("completed", "25 and 4", 2)
+    returned = [(e.status, e.observation) for e in events if e.type == "tool_returned"]
+    assert returned[:2] == [("ok", "25"), ("ok", "4")]
+    assert returned[2:] == [("skipped", DUPLICATE_CALL)] * 10
+    assert [e for e in events if e.type == "warning"] == []
 
 
 def test_repetition_warns_once_then_loop_detected(openai_server, tmp_path):
@@ -392,10 +408,7 @@ def test_answer_naming_a_missing_chart_is_sent_back_and_the_chart_made(openai_se
     assert (result.status, result.answer, result.steps) == ("completed", claim, 3)
     assert (tmp_path / "charts" / "sales_by_product.png").read_bytes()[:4] == b"\x89PNG"
     sent_back = openai_server.requests[1]["messages"][-1]
-    assert sent_back == {"role": "user", "content": (
-        "Your final answer names charts/sales_by_product.png, but it does not exist yet: nothing has been written. "
-        f"Call the tool that creates it now. Then give the same final answer again: {json.dumps(claim)} "
-        "(if you cannot create it, give that answer without it).")}
+    assert sent_back == {"role": "user", "content": missing_files_request(claim, ["charts/sales_by_product.png"])}
     warnings = [(e.code, e.step) for e in events if e.type == "warning"]
     assert warnings == [("missing_files", 1)]
     assert [e.type for e in events].count("final_answer") == 1
@@ -409,6 +422,30 @@ def test_a_second_answer_naming_missing_files_is_accepted_with_a_warning(openai_
         "the final answer names files that do not exist: out/a.png; sent back to the model",
         "the final answer names files that do not exist: out/a.png, out/b.png",
     ]
+
+
+def test_an_answer_that_does_not_say_where_the_chart_is_is_sent_back_once(openai_server, tmp_path):
+    (tmp_path / "s.csv").write_text("product,sales\nA,1\nB,5\nA,2\n")
+    openai_server.push(
+        tool_calls([("plot_chart", {"path": "s.csv", "x": "product", "y": "sales"}, "p1")]),
+        text("The total sales by product is 12345."),
+        text("B sells most (5): charts/sales_by_product.png"),
+    )
+    spec = make_spec(openai_server, tmp_path, tools=("plot_chart",), check_answer_files=True)
+    result, events = go(spec, "chart sales by product", tmp_path)
+    assert (result.status, result.answer, result.steps) == ("completed", "B sells most (5): charts/sales_by_product.png", 3)
+    observation = openai_server.requests[1]["messages"][-1]["content"]
+    assert observation.endswith("\nA: 3; B: 5")  # the plotted numbers, to quote
+    assert openai_server.requests[2]["messages"][-1] == {"role": "user", "content": (
+        "Your final answer does not say where the result is: this run saved charts/sales_by_product.png. Give the "
+        "final answer again, with what you found and the path charts/sales_by_product.png.")}
+    assert [(e.code, e.step) for e in events if e.type == "warning"] == [("unnamed_files", 2)]
+    openai_server.push(tool_calls([("plot_chart", {"path": "s.csv", "x": "product", "y": "sales"}, "p1")]),
+                       text("done"), text("still done"))
+    again, events = go(spec, "chart sales by product", tmp_path)
+    assert (again.answer, again.steps) == ("still done", 3)  # sent back once, then taken with a warning
+    assert [e.message for e in events if e.type == "warning"][-1] == (
+        "the final answer does not name the files the run wrote: charts/sales_by_product.png")
 
 
 def test_files_in_answers_are_not_checked_unless_asked_or_when_they_exist(openai_server, tmp_path):

@@ -99,6 +99,21 @@ def test_text_reply_is_normalised_with_usage_and_request_settings(openai_server)
     assert client.usage_total.total_tokens == 37
 
 
+def test_the_embedded_model_generates_at_most_1024_tokens_unless_max_tokens_says(openai_server):
+    """A repeating small model must not generate until its context is full (issue 15): the local route sends
+    max_tokens 1024 by default. The embedded server is stood in for by the scripted one."""
+    from thinkflow.model.client import LOCAL_MAX_TOKENS
+
+    for max_tokens, sent in ((None, LOCAL_MAX_TOKENS), (64, 64)):
+        openai_server.push(text("ok"))
+        client = LiteLLMClient(ModelSpec(name="local/qwen2.5-coder-1.5b", max_tokens=max_tokens, timeout=10))
+        route = client._routes[0]
+        route.model, route.api_base, route.api_key, route.ready = "openai/x", openai_server.url, "k", True
+        assert client.complete(HISTORY).text == "ok"
+        assert openai_server.requests[-1]["max_tokens"] == sent
+    assert LOCAL_MAX_TOKENS == 1024
+
+
 def test_cost_is_recorded_for_a_priced_model(openai_server):
     import litellm
 

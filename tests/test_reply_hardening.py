@@ -460,6 +460,18 @@ def test_function_tag_with_an_arguments_attribute_is_a_call(style):
     assert "Expected a JSON object with" in broken.errors[broken.calls[0].id]
 
 
+@pytest.mark.parametrize("style", ["native", "json", "react"])
+def test_function_elements_with_one_element_per_argument_are_a_call(style):
+    # The element form of the same, from the embedded model on "What is the average sales amount?" (issue 15).
+    tools = {"query_data": {"type": "object", "properties": {"path": {"type": "string"},
+                                                              "top": {"type": "integer"}}}}
+    reply = ("<tools>\n  <function>\n    <name>query_data</name>\n    <arguments>\n      <path>a.csv</path>\n"
+             "      <top> 3 </top>\n    </arguments>\n  </function>\n</tools>")
+    assert calls_of(parse(reply, style, tools=tools)) == [("query_data", {"path": "a.csv", "top": 3})]
+    unclosed = "<function><name>query_data</name><arguments><path>a.csv</path>" * 2000  # linear, no call
+    assert not isinstance(parse(unclosed, "native", tools=tools), ToolAction)
+
+
 @pytest.mark.parametrize("style", STYLES)
 def test_a_reply_that_repeats_a_tool_result_is_not_the_answer(style):
     # Qwen2.5-Coder 1.5B answered native runs with its chat template's <tool_response> block (issue 15).

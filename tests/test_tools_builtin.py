@@ -106,7 +106,9 @@ def test_query_data_group_aggregate_sort_top(sales):
     truth = df.groupby("region")["units"].sum().sort_values(ascending=False).head(2)
     assert result.status == "ok"
     assert result.data["result"] == [{"region": r, "sum_units": int(v)} for r, v in truth.items()]
-    assert result.text.splitlines()[0] == "2 rows"
+    lines = result.text.splitlines()  # no "2 rows" line: a small model read it as the answer
+    assert lines[0].split() == ["region", "sum_units"] and len(lines) == 5
+    assert lines[-1] == f"total sum_units: {int(truth.sum())}"
 
 
 def test_query_data_filter_and_count(sales):
@@ -138,16 +140,19 @@ def test_query_data_errors_are_plain(sales):
 
 
 def test_plot_chart_writes_a_png(sales):
-    root, _ = sales
+    root, df = sales
     result = box(root).call("plot_chart", {"path": "sales.csv", "x": "region", "y": "units", "agg": "sum"})
     assert result.status == "ok"
-    assert result.text == "saved bar chart of sum of units by region (3 points) to charts/units_by_region.png"
+    by_region = df.groupby("region").units.sum()
+    assert result.text == ("saved bar chart of sum of units by region (3 points) to charts/units_by_region.png\n"
+                           + "; ".join(f"{r}: {n}" for r, n in by_region.items()))  # the plotted numbers
+    assert result.data["wrote"] == "charts/units_by_region.png"
     png = root / "charts" / "units_by_region.png"
     assert result.data["path"] == str(png.resolve())
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the result column query_data showed ("sum_units") means the column "units" summed
     named = box(root).call("plot_chart", {"path": "sales.csv", "x": "region", "y": "sum_units", "output": "n.png"})
-    assert named.text == "saved bar chart of sum of units by region (3 points) to n.png"
+    assert named.text.splitlines()[0] == "saved bar chart of sum of units by region (3 points) to n.png"
     line = box(root).call("plot_chart", {"path": "sales.csv", "x": "units", "y": "price", "kind": "scatter",
                                          "output": "out/s"})
     assert line.data["path"] == str((root / "out" / "s.png").resolve())
@@ -173,8 +178,9 @@ def test_plot_chart_sums_a_bar_chart_whose_x_repeats(sales):
     root, df = sales
     result = box(root).call("plot_chart", {"path": "sales.csv", "x": "product", "y": "units"})
     n = df["product"].nunique()
-    assert result.text == (f"saved bar chart of sum of units by product ({n} points) to charts/units_by_product.png "
-                           "(product repeats, so units is summed per product; pass agg to choose another)")
+    assert result.text.splitlines()[0] == (f"saved bar chart of sum of units by product ({n} points) to "
+                                           "charts/units_by_product.png (product repeats, so units is summed per "
+                                           "product; pass agg to choose another)")
     assert {k: result.data[k] for k in ("kind", "x", "y", "agg", "points")} == {
         "kind": "bar", "x": "product", "y": "units", "agg": "sum", "points": n}
     # a scatter plot keeps every row; nothing half-written is left beside the chart

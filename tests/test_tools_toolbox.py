@@ -31,12 +31,11 @@ def test_invalid_arguments_name_each_problem_and_the_shape(tmp_path):
         "invalid arguments for tool 'query_data':\n"
         "- missing required argument 'path' (string)\n"
         "- unknown argument 'colum' (did you mean 'column'?)\n"
-        "- argument 'agg' must be one of \"sum\", \"mean\", \"count\", \"min\", \"max\"; got \"average\"\n"
+        "- argument 'agg' must be one of \"sum\", \"mean\", \"count\"; got \"average\"\n"
         "- argument 'group_by' must be a string, got an integer 3\n"
         "- argument 'top' must be an integer, got a string \"5\"\n"
         "expected: query_data(path: string, group_by?: string, column?: string, "
-        "agg?: \"sum\"|\"mean\"|\"count\"|\"min\"|\"max\", filter?: string, sort?: \"asc\"|\"desc\", top?: integer, "
-        "period?: \"month\"|\"quarter\"|\"year\"|\"day\")"
+        "agg?: \"sum\"|\"mean\"|\"count\", filter?: string, sort?: \"asc\"|\"desc\", top?: integer)"
     )
     assert result.data == {"duration_s": 0.0, "bytes": 0, "truncated": False}
 

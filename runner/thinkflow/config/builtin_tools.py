@@ -22,8 +22,10 @@ BUILTIN_NAMES: tuple[str, ...] = (
     "plot_chart",
 )
 
-_AGGS = ["sum", "mean", "count", "min", "max"]
-_PERIODS = ("month", "quarter", "year", "day")
+_AGGS = ["sum", "mean", "count"]
+"""The aggregates the schemas offer. The tools also take min and max, but a small model reads "highest total" as
+max (the largest single row) and "fewest" as min; sort and top answer those, and the largest single value is a
+sort of the rows."""
 
 PARAMETERS: dict[str, dict[str, Any]] = {
     "calculator": {
@@ -83,21 +85,19 @@ PARAMETERS: dict[str, dict[str, Any]] = {
             "path": {"type": "string", "description": "CSV file relative to the workspace."},
             "group_by": {"type": "string", "description": "Column whose values become the result rows (the "
                          "'which ...' of a question); month, quarter or year: that period of the date column."},
-            "column": {"type": "string", "description": "Numeric column whose values are summed, averaged, ... "
+            "column": {"type": "string", "description": "Numeric column whose values are summed or averaged "
                        "(leave out to count rows)."},
             "agg": {"type": "string", "enum": _AGGS,
-                    "description": "How to aggregate column: sum (total), mean (average), count, min or max "
-                    "(default sum, or count without column)."},
+                    "description": "sum (total, the default), mean (average) or count (the number of rows; an "
+                    "amount, such as units sold, is a sum)."},
             "filter": {
                 "type": "string",
                 "description": "Keep only matching rows: <column> <op> <value>, op one of == != > >= < <=, "
                 "several joined with ' and '; dates as YYYY-MM-DD.",
             },
             "sort": {"type": "string", "enum": ["asc", "desc"],
-                     "description": "Order by the aggregated value: asc or desc (largest first)."},
+                     "description": "desc: largest first (highest, most); asc: smallest first (lowest, fewest)."},
             "top": {"type": "integer", "minimum": 1, "description": "Keep only the first N rows of the result."},
-            "period": {"type": "string", "enum": list(_PERIODS),
-                       "description": "With a date column as group_by: one row per month, quarter or year."},
         },
         "required": ["path"],
         "additionalProperties": False,
@@ -106,14 +106,13 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {
             "path": {"type": "string", "description": "CSV file relative to the workspace."},
-            "x": {"type": "string", "description": "Column for the x axis (one bar or point per value)."},
+            "x": {"type": "string", "description": "Column for the x axis (one bar or point per value); month, "
+                  "quarter or year: that period of the date column."},
             "y": {"type": "string", "description": "Numeric column for the y axis."},
             "kind": {"type": "string", "enum": ["bar", "line", "scatter"], "description": "Chart type.",
                      "default": "bar"},
             "agg": {"type": "string", "enum": _AGGS,
-                    "description": "How to combine y per x value (default sum when x repeats)."},
-            "period": {"type": "string", "enum": list(_PERIODS),
-                       "description": "With a date column as x: one point per month, quarter or year."},
+                    "description": "How to combine y per x value: sum (the default), mean or count."},
             "title": {"type": "string", "description": "Chart title (optional)."},
             "output": {"type": "string",
                        "description": "PNG file to write, relative to the workspace (default charts/<y>_by_<x>.png)."},
@@ -129,11 +128,11 @@ DESCRIPTIONS: dict[str, str] = {
     "list_dir": "List the files and directories in a workspace directory.",
     "write_file": "Write a text file in the workspace (creates parent directories).",
     "read_csv": "Describe a CSV file: number of rows and columns, column names and types, and the first rows.",
-    "query_data": "Compute numbers from a CSV file: totals or averages of a column per group (a column, or a "
-    "date column by month/quarter/year), counts, min/max, with an optional row filter (also a date range), "
+    "query_data": "Compute numbers from a CSV file: totals, averages or counts, for the whole file or per group "
+    "(a column, or month/quarter/year of the date column), with an optional row filter (also a date range), "
     "sorted, top N.",
     "plot_chart": "Draw a bar, line or scatter chart of a CSV file's columns (summed per x value; dates by "
-    "month/quarter/year with period) and save it as a PNG; returns the file path.",
+    "month/quarter/year) and save it as a PNG; returns the file path.",
 }
 
 TIMEOUTS: dict[str, float] = {"plot_chart": 60.0, "query_data": 60.0, "read_csv": 60.0}

@@ -79,7 +79,8 @@ class LoopSpec:
         max_tool_calls: budget of tool calls over the run, or None.
         max_empty_replies: empty replies retried with a nudge before the run fails.
         stream: stream the model's text to the console as it arrives.
-        check_answer_files: send back (once) a final answer that names files which do not exist
+        check_answer_files: send back (once) a final answer that names files which do not exist, or none of the
+            files the run's tools wrote
             (see :mod:`thinkflow.run.answer_files`).
         answer_tool: native style only: the model must call a tool at every step (``tool_choice: "required"``)
             and answers by calling the added ``final_answer`` tool, so a server that constrains tool calls by

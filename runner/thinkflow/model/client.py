@@ -22,7 +22,8 @@ Call policy (provider docs + LiteLLM 1.x source):
   ``num_ctx = 8192`` because Ollama's default context (2048-4096 tokens depending on version) silently truncates
   long prompts (agent histories with tool results pass that quickly).
 * Embedded model (``local/...``): ``extra.n_ctx`` (default 8192) and ``extra.n_threads`` (default CPU cores) size
-  the in-process llama.cpp server and are not sent with requests; its cost is recorded as 0.0.
+  the in-process llama.cpp server and are not sent with requests; its cost is recorded as 0.0. Without
+  ``max_tokens`` a call generates at most :data:`LOCAL_MAX_TOKENS`.
 * ``response_format``: a JSON-schema format is sent when LiteLLM says the model supports response schemas (always
   for the embedded model: llama.cpp constrains output with a grammar), downgraded to ``{"type": "json_object"}``
   when only JSON mode is supported, dropped otherwise.
@@ -69,6 +70,10 @@ DEFAULT_MODELS: tuple[tuple[str, str], ...] = (
     ("OPENROUTER_API_KEY", "openrouter/openai/gpt-4o-mini"),
 )
 OLLAMA_DEFAULT_NUM_CTX = 8192
+LOCAL_MAX_TOKENS = 1024
+"""Generated tokens per call on the embedded model when ``model.max_tokens`` is not set. A small model that
+starts repeating itself would otherwise generate until its context is full: at about 8 tokens a second on 2
+cores, past any step timeout. 1,024 tokens is several times the longest useful step seen in the suite."""
 LOCAL_API_KEY = "thinkflow-local"  # the in-process llama.cpp server checks no key; the OpenAI client needs one
 LOCAL_EXTRA_KEYS = ("n_ctx", "n_threads")  # consumed by the embedded server, not sent with requests
 
@@ -341,6 +346,8 @@ class LiteLLMClient:
             kwargs["temperature"] = spec.temperature
         if spec.max_tokens is not None:
             kwargs["max_tokens"] = spec.max_tokens
+        elif route.local:
+            kwargs["max_tokens"] = LOCAL_MAX_TOKENS
         stops = list(dict.fromkeys([*spec.stop, *stop]))
         if stops:
             kwargs["stop"] = stops

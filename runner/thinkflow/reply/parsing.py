@@ -365,17 +365,55 @@ _ATTRIBUTE_CALL = re.compile(
     r"""<function\s+name\s*=\s*["']([^"'<>\s]{1,200})["']\s+arguments\s*=\s*'([^']{0,200000})'""")
 
 
-def _attribute_calls(body: str) -> list[tuple[str, str]]:
-    """``[(name, arguments text)]`` of the ``<function name=... arguments='...'/>`` tags in ``body``."""
+#: ``<function><name>tool</name><arguments><path>a.csv</path><top>3</top></arguments></function>``: the element
+#: form of the same, one element per argument.
+_ELEMENT_NAME = re.compile(r"<function>\s*<name>\s*([^<>\s]{1,200})\s*</name>\s*<arguments>")
+_ELEMENT_ARGUMENT = re.compile(r"<([A-Za-z_][\w-]{0,99})>([^<]{0,100000})</\1>")
+
+
+def _element_value(text: str, schema: Any) -> Any:
+    """An element's text as the JSON value its parameter's schema asks for (a number, a boolean), else the text."""
+    text = text.strip()
+    kind = schema.get("type") if isinstance(schema, Mapping) else None
+    if kind in ("integer", "number", "boolean", "array", "object"):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def _element_calls(body: str, tools: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """``[(name, arguments)]`` of the ``<function><name>..</name><arguments>..</arguments>`` elements in
+    ``body``. Linear: every search starts after the previous match, and a missing ``</arguments>`` ends it."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    at = 0
+    while (match := _ELEMENT_NAME.search(body, at)) is not None:
+        end = body.find("</arguments>", match.end())
+        if end < 0:
+            break
+        name = match.group(1)
+        props = (tools.get(name) or {}).get("properties") or {} if isinstance(tools.get(name), Mapping) else {}
+        inner = body[match.end():end]
+        calls.append((name, {m.group(1): _element_value(m.group(2), props.get(m.group(1)))
+                             for m in _ELEMENT_ARGUMENT.finditer(inner)}))
+        at = end
+    return calls
+
+
+def _attribute_calls(body: str, tools: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """``[(name, arguments)]`` of the ``<function name=... arguments='...'/>`` tags in ``body`` (arguments as
+    text), else of its ``<function><name>...`` elements (arguments as a dict)."""
     if "<function" not in body:
         return []
-    return [(m.group(1), m.group(2)) for m in _ATTRIBUTE_CALL.finditer(body)]
+    tags: list[tuple[str, Any]] = [(m.group(1), m.group(2)) for m in _ATTRIBUTE_CALL.finditer(body)]
+    return tags or list(_element_calls(body, tools))
 
 
 def _recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Mapping[str, Any], reasoning: str
                         ) -> Action | None:
     """Tool calls written as text: JSON call shapes (fenced, tagged or bare) naming a known tool, else
-    ``<function name=... arguments='...'/>`` tags. None when there are none."""
+    ``<function name=... arguments='...'/>`` tags or ``<function><name>`` elements. None when there are none."""
     names = list(tools)
     calls: list[ToolCall] = []
     errors: dict[str, str] = {}
@@ -389,7 +427,7 @@ def _recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Ma
             errors[call_id] = f"{error}. Expected a JSON object with: {describe_keys(tools.get(name))}."
         calls.append(ToolCall(call_id, name, args))
 
-    for raw_name, raw_args in _attribute_calls(body):
+    for raw_name, raw_args in _attribute_calls(body, tools):
         if match_tool_name(raw_name, names) in names:
             add(match_tool_name(raw_name, names), raw_args)
     for found in objects if not calls else ():

@@ -4,7 +4,9 @@ Small models often finish with "... chart saved to charts/sales.png" without hav
 With the check on, the loop looks for file paths in a final answer (a path ending in one of
 :data:`FILE_EXTENSIONS`, relative to the agent's workspace or absolute; URLs are not paths) and, when one does not
 exist, sends the answer back once with :func:`missing_files_request` so the model can create the file with a tool or
-drop the claim. A second answer naming missing files is accepted with a warning.
+drop the claim. An answer that names none of the files the run's tools wrote (a chart made, then "the total is
+12345") is sent back with :func:`unnamed_files_request`. One answer is sent back per run; the next is accepted with a
+warning.
 """
 
 from __future__ import annotations
@@ -55,12 +57,29 @@ def missing_files(text: str, workspace: Path) -> list[str]:
 
 
 def missing_files_request(answer: str, missing: list[str]) -> str:
-    """The message that sends the final ``answer`` back because the files in ``missing`` do not exist; it quotes
-    the answer so the model can repeat it once the files are written."""
+    """The message that sends the final ``answer`` back because the files in ``missing`` do not exist: make them
+    if the task asks for them, else answer the task without them. The answer is not quoted back: a small model
+    repeats a quoted answer word for word, the invented path included."""
     names = ", ".join(missing)
     they, do, it = ("it", "does", "it") if len(missing) == 1 else ("they", "do", "them")
     return (
-        f"Your final answer names {names}, but {they} {do} not exist yet: nothing has been written. "
-        f"Call the tool that creates {it} now. Then give the same final answer again: {json.dumps(answer)} "
-        f"(if you cannot create {it}, give that answer without {it})."
+        f"Your final answer names {names}, but {they} {do} not exist: no tool has written {it}. If the task asks "
+        f"for {it}, call the tool that creates {it} now, then give your final answer again. If the task does not, "
+        f"give the final answer to the task without {it}."
     )
+
+
+def unnamed_files(answer: str, written: list[str]) -> list[str]:
+    """The files of ``written`` (workspace-relative paths the run's tools wrote) that ``answer`` names neither by
+    path nor by file name, without repeats; empty when the answer names at least one of them (a run that rewrote a
+    draft need not list every version)."""
+    files = list(dict.fromkeys(written))
+    named = [f for f in files if f in answer or Path(f).name in answer]
+    return [] if named else files
+
+
+def unnamed_files_request(unnamed: list[str]) -> str:
+    """The message that sends a final answer back because it does not say where the run's files are."""
+    names = ", ".join(unnamed)
+    return (f"Your final answer does not say where the result is: this run saved {names}. Give the final answer "
+            f"again, with what you found and the path {names}.")

@@ -41,7 +41,8 @@ from thinkflow.reply.final_output import MAX_OUTPUT_REPAIRS, check_output, repai
 from thinkflow.reply.parsing import parse_reply
 from thinkflow.reply.styles import MALFORMED_BEFORE_SWITCH, NEXT_STYLE, pick_style, style_kwargs, textualize
 from thinkflow.run import events as ev
-from thinkflow.run.answer_files import MAX_FILE_CHECKS, missing_files, missing_files_request
+from thinkflow.run.answer_files import (MAX_FILE_CHECKS, missing_files, missing_files_request, unnamed_files,
+                                        unnamed_files_request)
 from thinkflow.run.base import RunBase, RunResult
 from thinkflow.run.collaborators import RunnableAgent
 from thinkflow.run.context import activate
@@ -113,6 +114,7 @@ class _Run(RunBase):
         self.malformed_streak = MalformedStreak()
         self.output_repairs = 0
         self.file_checks = 0
+        self.written: list[str] = []  # files the run's tools wrote (their ``data["wrote"]``), workspace-relative
         self._system_cache: tuple[tuple, str] | None = None
         self._cost_warned = False
 
@@ -363,19 +365,23 @@ class _Run(RunBase):
         return Outcome("completed", answer)
 
     def _files_exist(self, answer: str, step: Step) -> bool:
-        """False when ``answer`` names missing files and is sent back (``loop.check_answer_files``); after
-        :data:`MAX_FILE_CHECKS` such answers, True with a warning."""
+        """False when ``answer`` names missing files, or names none of the files the run's tools wrote, and is sent
+        back (``loop.check_answer_files``); after :data:`MAX_FILE_CHECKS` such answers, True with a warning."""
         missing = missing_files(answer, Path(self.spec.workspace))
-        if not missing:
+        unnamed = unnamed_files(answer, self.written) if not missing else []
+        if not (missing or unnamed):
             return True
+        problem = (f"the final answer names files that do not exist: {', '.join(missing)}" if missing else
+                   f"the final answer does not name the files the run wrote: {', '.join(unnamed)}")
         if self.file_checks >= MAX_FILE_CHECKS:
-            self.emit(ev.RunWarning(f"the final answer names files that do not exist: {', '.join(missing)}",
-                                    code="missing_files", step=step.number))
+            self.emit(ev.RunWarning(problem, code="missing_files" if missing else "unnamed_files", step=step.number))
             return True
         self.file_checks += 1
-        step.error = f"the final answer names files that do not exist: {', '.join(missing)}"
-        self.emit(ev.RunWarning(f"{step.error}; sent back to the model", code="missing_files", step=step.number))
-        self.messages.append(Message("user", missing_files_request(answer, missing)))
+        step.error = problem
+        self.emit(ev.RunWarning(f"{problem}; sent back to the model", code="missing_files" if missing else
+                                "unnamed_files", step=step.number))
+        request = missing_files_request(answer, missing) if missing else unnamed_files_request(unnamed)
+        self.messages.append(Message("user", request))
         return False
 
     # ------------------------------------------------------------------------------------------------ tools
@@ -399,6 +405,8 @@ class _Run(RunBase):
                                       observation=outcome.observation, data=outcome.data,
                                       duration_s=float(outcome.data.get("duration_s") or 0.0)))
             step.calls.append(outcome)  # once reported: an interrupted report leaves it out of the partial answer
+            if outcome.status == "ok" and isinstance(outcome.data.get("wrote"), str):
+                self.written.append(outcome.data["wrote"])
         self.messages += observation_messages(action, reply.text, step.calls, native_format=native_format)
         return admission.stop
 

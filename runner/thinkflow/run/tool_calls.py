@@ -8,6 +8,7 @@ parallel threads when there are several and every tool is parallel-safe; :func:`
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, NamedTuple, Sequence
 
@@ -21,6 +22,7 @@ from thinkflow.run.step import PARTIAL_OBSERVATION_CHARS, CallOutcome
 from thinkflow.text import cut_middle
 
 MAX_PARALLEL_TOOLS = 8
+DUPLICATE_CALL = "not run: the same call as an earlier one in this reply (its result is above)"
 
 
 class Admission(NamedTuple):
@@ -37,7 +39,8 @@ def admit_calls(action: ToolAction, *, toolbox: Toolbox, repetition: RepetitionD
                 messages: Sequence[Message], warn: Callable[[str], None]) -> Admission:
     """Decide, call by call in order, which calls of ``action`` run.
 
-    A call with undecodable arguments, an unknown tool, a repeated call (the first repetition: a warning, passed
+    A call identical to an earlier one of the same reply (name and arguments) is not run and not counted as a
+    repetition. A call with undecodable arguments, an unknown tool, a repeated call (the first repetition: a warning, passed
     to ``warn``) or one past the tool-call budget gets its observation at once; after a repetition that continues
     past the warning or a spent budget, the remaining calls are skipped. Admitted calls are charged to ``budget``.
     """
@@ -48,10 +51,16 @@ def admit_calls(action: ToolAction, *, toolbox: Toolbox, repetition: RepetitionD
     def skip(i: int, call: ToolCall, text: str, reason: str) -> None:
         decided[i] = CallOutcome(call, "skipped", text, {"reason": reason})
 
+    seen: set[str] = set()
     for i, call in enumerate(action.calls):
         if stop is not None:
             skip(i, call, f"not run: {stop.error}", stop.status)
             continue
+        same = json.dumps([call.name, call.arguments], sort_keys=True, default=str)
+        if same in seen:  # a small model may write the same call many times in one reply: it runs once
+            skip(i, call, DUPLICATE_CALL, "duplicate")
+            continue
+        seen.add(same)
         if call.id in action.errors:
             decided[i] = CallOutcome(call, "invalid",
                                      f"invalid arguments for tool '{call.name}': {action.errors[call.id]}")

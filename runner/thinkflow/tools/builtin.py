@@ -27,6 +27,12 @@ __all__ = ["BUILTIN_NAMES", "BuiltinTool", "bind_dataset_columns", "builtin_spec
 COLUMN_PARAMETERS: dict[str, tuple[str, ...]] = {"query_data": ("group_by", "column"), "plot_chart": ("x", "y")}
 #: of those, the ones that take a numeric column (their enum holds only the numeric columns)
 NUMERIC_PARAMETERS = frozenset({("query_data", "column"), ("plot_chart", "y")})
+#: the data tools' optional parameters that only refine a result: an invalid value is dropped, not refused
+REFINING_PARAMETERS: dict[str, frozenset[str]] = {
+    "query_data": frozenset({"agg", "sort", "top"}),
+    "plot_chart": frozenset({"kind", "agg", "title"}),
+    "read_csv": frozenset({"rows"}),
+}
 SAMPLE_ROWS = 200  # rows read to tell numeric and date columns
 CATEGORY_ROWS = 20_000  # rows read to list the values of a text column
 MAX_CATEGORIES = 24  # a text column with more distinct values is free text, not an enum parameter
@@ -36,14 +42,18 @@ PERIODS = ("month", "quarter", "year")
 
 def _with_value_parameters(props: dict[str, Any], categories: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     """``props`` with one ``{column: enum of its values}`` parameter per category column placed before
-    ``filter``; a column whose name is already a parameter is left to ``filter``."""
+    ``filter``; a column whose name is already a parameter is left to ``filter``. The enum starts with
+    :data:`~thinkflow.tools.data.ALL` (every row), unless that is one of the column's values: a small model fills
+    every parameter it sees, and picks the first value of an enum when the question names none."""
     out: dict[str, Any] = {}
     for key, prop in props.items():
         if key == "filter":
             for column, values in categories.items():
                 if column not in props:
-                    out[column] = {"type": "string", "enum": list(values),
-                                   "description": f"Keep only the rows of this {column}."}
+                    every = [] if data.ALL in {v.casefold() for v in values} else [data.ALL]
+                    out[column] = {"type": "string", "enum": every + list(values),
+                                   "description": f"Keep only the rows of this {column} ({data.ALL}: every "
+                                   f"{column})."}
         out[key] = prop
     return out
 
@@ -70,6 +80,18 @@ class BuiltinTool:
     """Period names ("month", "quarter", "year") the data file's date column can be grouped by; they join the enum
     of ``query_data.group_by``, which reads ``group_by: month`` as the month of the date column."""
 
+    @property
+    def lenient_arguments(self) -> frozenset[str] | None:
+        """For the data tools (:data:`REFINING_PARAMETERS`): the optional parameters the toolbox drops, with a
+        note, when their value is invalid (see :func:`~.validation.drop_bad_optionals`; empty and unknown
+        arguments are dropped too). None for the other built-ins: their calls are taken as given or refused."""
+        return REFINING_PARAMETERS.get(self.spec.name)
+
+    @property
+    def argument_aliases(self) -> dict[str, dict[str, str]]:
+        """Words for the data tools' ``agg`` values (``average`` -> ``mean``), used before validation."""
+        return {"agg": data.AGG_ALIASES} if self.spec.name in COLUMN_PARAMETERS else {}
+
     def __init__(self, spec: ToolSpec, workspace: Path | None = None):
         if spec.name not in BUILTIN_NAMES:
             raise ToolError(f"no built-in tool {spec.name!r}; built-ins are: {', '.join(BUILTIN_NAMES)}")
@@ -88,7 +110,7 @@ class BuiltinTool:
             if isinstance(props.get(name), dict) and "enum" not in props[name]:
                 numeric = (self.spec.name, name) in NUMERIC_PARAMETERS and self.numeric_columns
                 values = list(self.numeric_columns if numeric else self.columns)
-                if (self.spec.name, name) == ("query_data", "group_by"):
+                if (self.spec.name, name) in (("query_data", "group_by"), ("plot_chart", "x")):
                     values += self.periods
                 props[name] = {**props[name], "enum": values}
         if self.spec.name == "query_data" and self.categories:

@@ -13,10 +13,16 @@ from typing import Any
 from thinkflow.atomic import atomic_write_bytes
 from thinkflow.tools.base import ToolResult
 from thinkflow.tools.data import (AGG_ALIASES, PERIODS, DataToolError, _applicable_period, _column, _has_column,
-                                  _load, _unfold_aggregate, date_columns, query)
+                                  _load, _plain, _unfold_aggregate, date_columns, query)
 from thinkflow.tools.files import WorkspaceError, resolve_in
 
 MAX_BAR_LABELS = 20  # a categorical axis with more labels shows every n-th one
+MAX_LISTED_POINTS = 12  # an aggregated chart of at most this many points lists them in its observation
+
+
+def _shown(value: Any) -> Any:
+    value = _plain(value)
+    return round(value, 2) if isinstance(value, float) else value
 
 
 def _chart_path(root: Path, output: str | None, default: str) -> Path:
@@ -43,7 +49,8 @@ def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: st
     ``x`` (one bar per value; the observation says so). ``x`` a date column: with ``period`` the dates are grouped
     by month/quarter/year (one labelled point per period); without, the axis is a time axis with a few
     concise date ticks. A categorical axis of more than :data:`MAX_BAR_LABELS` labels shows every n-th label.
-    ``data``: ``path`` (absolute), ``points``, ``kind``, ``x``, ``y``, ``agg``, ``period``."""
+    An aggregated chart of at most :data:`MAX_LISTED_POINTS` points lists them on a second line (``East: 77991.76;
+    North: ...``) for the answer to quote. ``data``: ``path`` (absolute), ``wrote`` (workspace-relative), ``points``, ``kind``, ``x``, ``y``, ``agg``, ``period``."""
     try:
         df, _ = _load(root, path)
         y, agg = _unfold_aggregate(df, y, agg)
@@ -84,8 +91,11 @@ def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: st
     fig.savefig(png, format="png")
     atomic_write_bytes(target, png.getvalue())
     rel = target.relative_to(root.resolve()).as_posix()
-    return ToolResult("ok", f"saved {kind} chart of {y_label} by {x_label} ({points} points) to {rel}{note}",
-                      {"path": str(target), "points": points, "kind": kind, "x": x_col, "y": y_col,
+    text = f"saved {kind} chart of {y_label} by {x_label} ({points} points) to {rel}{note}"
+    if agg and points <= MAX_LISTED_POINTS:  # the plotted numbers, for an answer that quotes them
+        text += "\n" + "; ".join(f"{_shown(x)}: {_shown(y)}" for x, y in zip(xs, ys))
+    return ToolResult("ok", text,
+                      {"path": str(target), "wrote": rel, "points": points, "kind": kind, "x": x_col, "y": y_col,
                        "agg": agg, "period": period})
 
 

@@ -17,6 +17,8 @@ from thinkflow.text import closest
 from thinkflow.tools.base import ToolResult
 from thinkflow.tools.files import WorkspaceError, resolve_in
 
+ALL = "all"
+"""The value of a text-column parameter (``region: all``) that keeps every row."""
 AGGS = ("sum", "mean", "count", "min", "max")
 AGG_ALIASES = {"avg": "mean", "average": "mean", "total": "sum", "minimum": "min", "maximum": "max",
                "number": "count"}
@@ -249,7 +251,9 @@ def query(df: Any, group_by: str | None = None, column: str | None = None, agg: 
     ``value`` (ignoring case), before ``filter``."""
     pd = _pandas()
     for key, value in (where or {}).items():
-        df = keep_value(df, _column(df, key), str(value))
+        name = _column(df, key)
+        if str(value).casefold() != ALL or (df[name].astype(str).str.casefold() == ALL).any():
+            df = keep_value(df, name, str(value))
     if filter:
         df = apply_filter(df, filter)
     column = _column(df, column) if column else None
@@ -312,13 +316,22 @@ def query_data(root: Path, path: str, group_by: str | None = None, column: str |
     except WorkspaceError as exc:
         return ToolResult("denied", str(exc))
     table = result.to_string(index=False) if len(result) else "(no rows match)"
-    whole = len(result) == 1 and not (group_by or period) and str(result.columns[0]).startswith(tuple(AGGS))
-    text = table if whole else f"{len(result)} rows\n{table}"
-    extremes = _extremes(result)
-    if extremes:
-        text += "\n" + extremes
+    aggregated = len(result.columns) and str(result.columns[-1]).startswith(tuple(AGGS))
+    text = table if aggregated else f"{len(result)} rows\n{table}"  # "4 rows" above 4 groups was read as the answer
+    for line in (_extremes(result), _total(result)):
+        if line:
+            text += "\n" + line
     text += note
     return ToolResult("ok", text, {"rows": len(result), "result": _records(result)})
+
+
+def _total(result: Any) -> str | None:
+    """For a grouped sum or count (two rows or more): ``total sum_units: 294``, so that "how many in total" is
+    answered even when the model grouped the rows it should have added up. None for any other shape."""
+    if len(result) < 2 or len(result.columns) != 2 or not str(result.columns[1]).startswith(("sum_", "count")):
+        return None
+    total = _plain(result.iloc[:, 1].sum())
+    return f"total {result.columns[1]}: {round(total, 4) if isinstance(total, float) else total}"
 
 
 def _extremes(result: Any) -> str | None:

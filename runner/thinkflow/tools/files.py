@@ -102,4 +102,4 @@ def write_file(root: Path, path: str, content: str) -> ToolResult:
     data = content.encode("utf-8", errors="replace")
     target.write_bytes(data)
     return ToolResult("ok", f"wrote {format_size(len(data))} to {_relative(root, target)}",
-                      {"path": str(target), "bytes_written": len(data)})
+                      {"path": str(target), "bytes_written": len(data), "wrote": _relative(root, target)})

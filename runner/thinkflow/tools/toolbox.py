@@ -1,7 +1,9 @@
 """The Toolbox: the tools one agent may call, and the single door every tool call goes through.
 
 ``Toolbox.call(name, arguments)`` never raises for a tool's fault. In order it: finds the tool (unknown ->
-"invalid", naming the known tools and the closest); validates the arguments against the JSON Schema (failure ->
+"invalid", naming the known tools and the closest); for a tool with ``lenient_arguments`` (the data
+built-ins), drops optional arguments that are empty, unknown or (the refining ones) invalid, noting it in the
+observation (:func:`~thinkflow.tools.validation.drop_bad_optionals`); validates the arguments against the JSON Schema (failure ->
 "invalid", the tool does not run); applies the agent's ``allow``/``deny`` rules and a tool's own ``rules`` (an
 MCP server's per-tool entry) (-> "denied"); asks the approver
 for ``confirm`` tools (none -> "denied": "needs approval: run with --yes or in a terminal"); runs the tool;
@@ -27,7 +29,7 @@ from thinkflow.tools.http import HttpTool
 from thinkflow.tools.python import PythonTool, error_result
 from thinkflow.tools.shell import ShellTool
 from thinkflow.tools.templating import effective_arguments, value_text
-from thinkflow.tools.validation import check_arguments
+from thinkflow.tools.validation import check_arguments, drop_bad_optionals
 
 NEEDS_APPROVAL = "needs approval: run with --yes or in a terminal"
 
@@ -226,7 +228,13 @@ class Toolbox:
             parameters = tool.parameters()
         except Exception as exc:  # noqa: BLE001
             return ToolResult("error", f"tool '{name}' has no usable parameters: {exc}", base)
+        notes: list[str] = []
         problem = check_arguments(name, parameters, arguments)
+        droppable = getattr(tool, "lenient_arguments", None)
+        if droppable is not None:
+            kept, notes = drop_bad_optionals(parameters, arguments, droppable, getattr(tool, "argument_aliases", None))
+            if problem is None or check_arguments(name, parameters, kept) is None:
+                arguments, problem = kept, None  # else the model hears of every problem of its call
         if problem is not None:
             return ToolResult("invalid", problem, base)
         ref = self._refs.get(name) or ToolRef(name=name)
@@ -259,6 +267,8 @@ class Toolbox:
         data.setdefault("duration_s", round(time.monotonic() - started, 3))
         data.setdefault("bytes", len(result.text.encode("utf-8", errors="replace")))
         data.setdefault("truncated", False)
+        if notes:
+            result = ToolResult(result.status, f"{result.text}\n({'; '.join(notes)})", data)
         if spec.secrets:
             return ToolResult(result.status, redact(result.text, spec.secrets), redact(data, spec.secrets))
         return ToolResult(result.status, result.text, data)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping
 
 from thinkflow.text import did_you_mean
 
@@ -153,3 +153,57 @@ def check_arguments(name: str, parameters: dict[str, Any], arguments: Any) -> st
         lines = [line for e in errors for line in describe_error(e, parameters)]
     body = "\n".join(f"- {line}" for line in lines)
     return f"invalid arguments for tool '{name}':\n{body}\nexpected: {expected_shape(name, parameters)}"
+
+
+_EMPTY = ("", "none", "null")
+
+
+def _enum_match(value: Any, schema: Any, aliases: Mapping[str, str]) -> Any:
+    """``value`` as the member of ``schema``'s enum it names ignoring case or through ``aliases`` (``"Average"``
+    -> ``"mean"``); ``value`` itself when there is no enum or no such member."""
+    if not (isinstance(value, str) and isinstance(schema, dict) and isinstance(schema.get("enum"), list)):
+        return value
+    folded = value.strip().casefold()
+    folded = aliases.get(folded, folded)
+    return next((m for m in schema["enum"] if isinstance(m, str) and m.casefold() == folded), value)
+
+
+def drop_bad_optionals(parameters: dict[str, Any], arguments: Any, droppable: Collection[str] = (),
+                       aliases: Mapping[str, Mapping[str, str]] | None = None) -> tuple[Any, list[str]]:
+    """``(arguments, notes)`` for a tool that takes what it can of a call:
+
+    * a text value of an enum parameter is matched ignoring case or through ``aliases`` (``{"agg": {"average":
+      "mean"}}``, keys in lower case);
+    * an optional argument (not in ``required``) that is empty (``null``, ``""``, ``"None"``, ``"null"``) is left
+      out silently;
+    * an unknown argument (with ``additionalProperties: false``), and an argument named in ``droppable`` whose
+      value breaks its schema (outside its ``enum``, below its ``minimum``, of the wrong type), are left out with a
+      note for the observation (``agg "max" ignored: must be one of "sum", "mean", "count"``).
+
+    Small models fill every parameter they see, with placeholders or a plausible word; a rejected call costs them
+    a step, and the next call often repeats the mistake. ``droppable`` names only the parameters that refine a
+    result (an aggregate, a sort order, a row count), never one whose loss changes what is asked (a column, a
+    filter value): those, and required arguments, stay as given, for :func:`check_arguments` to reject. Arguments
+    that are not an object are returned as they are."""
+    if not isinstance(arguments, dict):
+        return arguments, []
+    props = parameters.get("properties") or {}
+    required = set(parameters.get("required") or [])
+    kept: dict[str, Any] = {}
+    notes: list[str] = []
+    for key, value in arguments.items():
+        value = _enum_match(value, props.get(key), (aliases or {}).get(key, {}))
+        if key not in required:
+            if value is None or (isinstance(value, str) and value.strip().lower() in _EMPTY):
+                continue
+            if key not in props and parameters.get("additionalProperties") is False:
+                notes.append(f"unknown argument '{key}' ignored")
+                continue
+            schema = props.get(key)
+            errors = list(_validator(schema).iter_errors(value)) if isinstance(schema, dict) else []
+            if errors and key in droppable:
+                reason = describe_error(errors[0], {"properties": {key: schema}})[0].removeprefix("arguments")
+                notes.append(f"{key} {_short(value)} ignored: {reason.lstrip(': ').split('; got ')[0]}")
+                continue
+        kept[key] = value
+    return kept, notes

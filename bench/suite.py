@@ -55,8 +55,10 @@ STYLES = ("auto", "native", "json", "react")
 #: suite "styles" that are a loop setting beyond loop.style
 LOOP_OF_STYLE = {"answer_tool": {"style": "native", "answer_tool": True}}
 MAX_STEPS = 8
-MAX_TOKENS = 1024  # generated tokens per model call, for ThinkFlow and the peers alike: a 1.5B model at
-#                    temperature 0 can repeat itself up to the context size (8192 tokens, minutes per call)
+MAX_TOKENS = int(os.environ.get("THINKFLOW_SUITE_MAX_TOKENS", "1024"))
+# generated tokens per model call, for ThinkFlow and the peers alike: a 1.5B model at temperature 0 can repeat
+# itself up to the context size (8192 tokens, minutes per call); with tool_choice "required" (smolagents) this
+# llama.cpp server generates to the cap on every call
 MODEL_TIMEOUT = float(os.environ.get("THINKFLOW_SUITE_MODEL_TIMEOUT", "900"))  # seconds per call; busy 2 cores
 RUN_TIMEOUT = float(os.environ.get("THINKFLOW_SUITE_RUN_TIMEOUT", "3600"))  # seconds per task run
 SYSTEM = ("You are a precise assistant. Use a tool when the question needs data or exact computation, then give a "

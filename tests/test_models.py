@@ -114,6 +114,19 @@ def test_the_embedded_model_generates_at_most_1024_tokens_unless_max_tokens_says
     assert LOCAL_MAX_TOKENS == 1024
 
 
+def test_the_embedded_model_is_not_sent_a_required_tool_choice(openai_server):
+    """Under tool_choice "required" the embedded llama.cpp server let the model write its call as text and
+    generate to max_tokens (400 of 400 tokens for a 22-token call); other models get what the loop asks."""
+    calc = [{"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}]
+    for name, sent in (("local/qwen2.5-coder-1.5b", None), ("openai/test", "required")):
+        openai_server.push(text("ok"))
+        client = LiteLLMClient(ModelSpec(name=name, timeout=10, api_base=openai_server.url, api_key="k"))
+        route = client._routes[0]
+        route.model, route.api_base, route.api_key, route.ready = "openai/x", openai_server.url, "k", True
+        client.complete(HISTORY, tools=calc, tool_choice="required")
+        assert openai_server.requests[-1].get("tool_choice") == sent, name
+
+
 def test_cost_is_recorded_for_a_priced_model(openai_server):
     import litellm
 

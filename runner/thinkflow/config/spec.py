@@ -84,7 +84,8 @@ class LoopSpec:
             (see :mod:`thinkflow.run.answer_files`).
         answer_tool: native style only: the model must call a tool at every step (``tool_choice: "required"``)
             and answers by calling the added ``final_answer`` tool, so a server that constrains tool calls by
-            grammar (llama.cpp) can never return an unparsed call or an echoed tool result as the answer.
+            grammar can never return an unparsed call or an echoed tool result as the answer. The embedded
+            model gets the ``final_answer`` tool without ``"required"``, which its server mishandles.
     """
 
     style: ActionStyle = "auto"

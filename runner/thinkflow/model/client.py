@@ -266,7 +266,9 @@ class LiteLLMClient:
                 timeout): each request's timeout is cut to the time left, and once it has passed the call raises
                 ModelTimeoutError. None: only ``spec.timeout`` per request.
             tool_choice: OpenAI's ``tool_choice`` ("auto", "required", "none"), sent with ``tools``; None: not
-                sent (the provider's default, "auto").
+                sent (the provider's default, "auto"). "required" is not sent to the embedded model: its llama.cpp
+                server (xllamacpp) then lets Qwen2.5-Coder write the call as text and generate fences until
+                ``max_tokens`` (400 tokens for a 22-token call, measured), where "auto" stops after the call.
         Returns a :class:`ModelReply` whose ``model`` is the model that answered (main or fallback).
         Raises AuthenticationError, ModelNotFoundError, ProviderUnavailableError, RateLimitError, ModelTimeoutError,
         ContextWindowError, LocalModelError or ModelError (the main model's error when every fallback failed too).
@@ -382,8 +384,8 @@ class LiteLLMClient:
         litellm = load_litellm()
         self._check_key(route)
         kwargs = self._kwargs(route, msgs, tools, response_format, stop, timeout)
-        if tool_choice and tools:
-            kwargs["tool_choice"] = tool_choice
+        if tool_choice and tools and not (route.local and tool_choice == "required"):
+            kwargs["tool_choice"] = tool_choice  # the embedded server: see the docstring of complete()
         t0 = time.perf_counter()
         if on_text is None:
             response = litellm.completion(**kwargs)

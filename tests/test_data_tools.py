@@ -150,6 +150,12 @@ def test_the_agents_data_file_gives_the_column_enum():
     assert described["plot_chart"]["properties"]["x"]["enum"] == header + ["month", "quarter", "year"]
     assert described["plot_chart"]["properties"]["y"]["enum"] == numeric
     assert "enum" not in described["query_data"]["properties"]["path"]
+    tool = box.get("query_data")  # one schema object while the columns stay (validators are cached by it) ...
+    assert tool.parameters() is tool.parameters() and box.definitions() == box.definitions()
+    tool.columns = ("date", "sales")  # ... and a new one when they change
+    assert tool.parameters()["properties"]["group_by"]["enum"] == ["date", "sales", "month", "quarter", "year"]
+    assert box.definitions()[5]["function"]["parameters"]["properties"]["group_by"]["enum"][:2] == ["date", "sales"]
+    tool.columns = tuple(header)
     wrong = box.call("query_data", {"path": "examples/sales.csv", "column": "revenue"})
     assert wrong.status == "invalid" and "must be one of" in wrong.text and '"sales"' in wrong.text
 

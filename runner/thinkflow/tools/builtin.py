@@ -105,6 +105,13 @@ class BuiltinTool:
         names = COLUMN_PARAMETERS.get(self.spec.name, ())
         if not self.columns or not names:
             return schema
+        key = (id(schema), self.columns, self.numeric_columns, self.periods, tuple(self.categories.items()))
+        cached = getattr(self, "_bound", None)
+        if cached is None or cached[0] != key:  # one object while the columns stay: validators are cached by it
+            cached = self._bound = (key, self._bind(schema, names))
+        return cached[1]
+
+    def _bind(self, schema: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
         props = dict(schema.get("properties") or {})
         for name in names:
             if isinstance(props.get(name), dict) and "enum" not in props[name]:

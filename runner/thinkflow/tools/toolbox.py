@@ -120,6 +120,7 @@ class Toolbox:
         self._tools: dict[str, Tool] = dict(tools)
         self._refs: dict[str, ToolRef] = dict(refs or {})
         self.approver = approver
+        self._definitions: tuple[tuple, list[dict[str, Any]]] | None = None
 
     @classmethod
     def from_agent(cls, agent: AgentSpec, *, approver: Approver | None = None) -> "Toolbox":
@@ -178,8 +179,15 @@ class Toolbox:
         """Tools in the OpenAI format, as sent to the model: ``[{"type": "function", "function": {"name",
         "description", "parameters"}}]``. The parameters leave out ``additionalProperties: false`` (the toolbox
         rejects unknown arguments itself, and the model pays for every character on every step)."""
-        return [{"type": "function", "function": {**d, "parameters": for_model(d["parameters"])}}
-                for d in self.describe()]
+        described = self.describe()
+        # built once per set of schemas, not per step; the key holds the schemas, so their ids are not reused
+        key = tuple((d["name"], d["description"], d["parameters"]) for d in described)
+        cached = self._definitions
+        if cached is None or len(cached[0]) != len(key) or any(
+                a[:2] != b[:2] or a[2] is not b[2] for a, b in zip(cached[0], key)):
+            cached = self._definitions = (key, [
+                {"type": "function", "function": {**d, "parameters": for_model(d["parameters"])}} for d in described])
+        return list(cached[1])
 
     def describe(self) -> list[dict[str, Any]]:
         """``[{"name", "description", "parameters"}]`` for prompt templates."""

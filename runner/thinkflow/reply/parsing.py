@@ -30,8 +30,10 @@ first that yields an action:
    in a fenced block, or bare -- in one of the shapes ``{"name", "arguments"}``, ``{"name", "parameters"}``,
    ``{"function": {"name", "arguments"}}``, ``{"action", "action_input"}`` or ``{"tool_calls": [...]}``, is run
    when its name is a known tool (inside ``<tool_call>`` tags it is a tool call whatever the name);
-   ``{"action": "final_answer", "action_input": ...}`` finishes. Then ReAct labels (an ``Action:`` naming a known
-   tool, or a ``Final Answer:``) are honoured in the other styles too.
+   ``{"action": "final_answer", "action_input": ...}`` finishes; so are ``<function name="x" arguments='{..}'/>``
+   tags and ``<function><name>x</name><arguments><k>v</k>...</arguments></function>`` elements
+   (:mod:`thinkflow.reply.text_calls`). Then ReAct labels (an ``Action:`` naming a known tool, or a ``Final
+   Answer:``) are honoured in the other styles too.
 6. Otherwise: JSON nested deeper than :data:`~thinkflow.model.json_limits.MAX_DEPTH` levels is a
    :class:`ParseFailure` (``kind="format"``); a reply with no format markers at all (no ReAct label outside
    fences, no ``{"``, no ``<tool_call>`` tag: plain prose) is the final answer in every style, as is any other
@@ -66,7 +68,6 @@ from thinkflow.reply.actions import (
     Style,
     ToolAction,
     arguments_failure,
-    decode_input,
     describe_keys,
     expected_format,
     failure,
@@ -79,33 +80,13 @@ from thinkflow.reply.actions import (
     tool_from_input,
 )
 from thinkflow.reply.json_text import DEEP, JsonObjects, iter_json_objects, repair_objects  # noqa: F401 (re-export)
-from thinkflow.model.messages import ArgumentsError, ToolCall
+from thinkflow.model.messages import ToolCall
 from thinkflow.model.json_limits import MAX_DEPTH
 from thinkflow.reply.react_text import iter_labels, parse_react, strip_final_label
+from thinkflow.reply.text_calls import as_text, final_from_input, recover_text_calls, tool_call_shapes
 
 # --------------------------------------------------------------------------------------------------------------
 # Rule 1: normalising content
-
-
-def as_text(content: Any) -> str:
-    """Return message content as a string: None -> "", list of parts -> their ``text`` joined, other -> ``str``."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, (list, tuple)):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict):
-                value = part.get("text", part.get("content"))
-                if isinstance(value, str):
-                    parts.append(value)
-        return "".join(parts)
-    if isinstance(content, dict):
-        return as_text(content.get("text", content.get("content")))
-    return str(content)
 
 
 _THINK = re.compile(r"<(think|thinking|reasoning)>(.*?)(?:</\1>|\Z)", re.S | re.I)
@@ -117,32 +98,6 @@ def split_reasoning(text: str) -> tuple[str, str]:
     if not thoughts:
         return text, ""
     return _THINK.sub("", text), "\n".join(t for t in thoughts if t)
-
-def _tool_call_shapes(value: Any) -> list[tuple[str, Any]] | None:
-    """If ``value`` is shaped like a tool call (or a list of them), return ``[(name, raw_arguments), ...]``."""
-    if isinstance(value, list):
-        out: list[tuple[str, Any]] = []
-        for item in value:
-            shapes = _tool_call_shapes(item)
-            if not shapes:
-                return None
-            out.extend(shapes)
-        return out or None
-    if not isinstance(value, dict):
-        return None
-    if isinstance(value.get("tool_calls"), list):
-        return _tool_call_shapes(value["tool_calls"])
-    if isinstance(value.get("actions"), list) and "action" not in value:
-        return _tool_call_shapes(value["actions"])
-    fn = value.get("function")
-    if isinstance(fn, dict) and isinstance(fn.get("name"), str):
-        return [(fn["name"], fn.get("arguments", fn.get("parameters")))]
-    if isinstance(value.get("name"), str) and ("arguments" in value or "parameters" in value):
-        return [(value["name"], value.get("arguments", value.get("parameters")))]
-    if isinstance(value.get("action"), str) and "action_input" in value:
-        return [(value["action"], value["action_input"])]
-    return None
-
 
 # --------------------------------------------------------------------------------------------------------------
 # The parser
@@ -162,7 +117,7 @@ def _parse(text: Any, tool_calls: Sequence[ToolCall], style: Style, tools: Mappi
         if finals and len(finals) == len(tool_calls):  # the final_answer tool (loop.answer_tool), called alone
             arguments = finals[0].arguments
             value = arguments.get("answer", arguments) if isinstance(arguments, dict) else arguments
-            return _final_from_input(value, thought)
+            return final_from_input(value, thought)
         tool_calls = [c for c in tool_calls if c not in finals]  # beside real calls it waits for their results
         no_tool = [i for i, c in enumerate(tool_calls) if match_tool_name(c.name, names) not in names
                    and is_no_tool(c.name)]
@@ -204,7 +159,7 @@ def _parse(text: Any, tool_calls: Sequence[ToolCall], style: Style, tools: Mappi
             return action
 
     # Rule 5: recovery of tool calls written as text, then ReAct labels.
-    recovered = _recover_text_calls(body, objects, style, tools, reasoning)
+    recovered = recover_text_calls(body, objects, style, tools, reasoning)
     if recovered is not None:
         return recovered
     if style != "react":
@@ -270,22 +225,6 @@ def has_format_markers(body: str) -> bool:
     return bool(_JSON_START.search(body) or _CALL_TAG.search(body) or next(iter_labels(body), None))
 
 
-def _final_from_input(value: Any, thought: str) -> FinalAnswer:
-    """A FinalAnswer from a JSON ``action_input``: a string as is; ``{"answer": "..."}``-like single keys unwrapped;
-    other structures as compact JSON text (``data`` keeps the structure)."""
-    if isinstance(value, str):
-        return FinalAnswer(value.strip(), thought=thought)
-    if value is None:
-        return FinalAnswer("", thought=thought)
-    if isinstance(value, dict) and len(value) == 1:
-        (key, inner), = value.items()
-        if key in ("answer", "text", "final_answer", "response", "result", "output") and isinstance(inner, str):
-            return FinalAnswer(inner.strip(), thought=thought, data=value)
-    if isinstance(value, (dict, list)):
-        return FinalAnswer(json.dumps(value, ensure_ascii=False), thought=thought, data=value)
-    return FinalAnswer(str(value), thought=thought, data=value)
-
-
 def _is_action_object(value: Any) -> bool:
     return isinstance(value, dict) and ("action" in value or isinstance(value.get("actions"), list))
 
@@ -341,7 +280,7 @@ def _parse_one_json_action(obj: dict, style: Style, tools: Mapping[str, Any], th
     names = list(tools)
     action = obj.get("action")
     if isinstance(action, dict):  # {"action": {"name": ..., "arguments": ...}}
-        shapes = _tool_call_shapes(action) or _tool_call_shapes({"function": action})
+        shapes = tool_call_shapes(action) or tool_call_shapes({"function": action})
         if not shapes:
             return failure(style, names, '"action" must be a tool name or "final_answer"', thought=thought)
         action, obj = shapes[0][0], {"action": shapes[0][0], "action_input": shapes[0][1]}
@@ -351,103 +290,9 @@ def _parse_one_json_action(obj: dict, style: Style, tools: Mapping[str, Any], th
         return failure(style, names, '"action" must be a tool name or "final_answer"', thought=thought)
     name = match_tool_name(action, names)
     if name not in names and is_final_name(action):
-        return _final_from_input(obj.get("action_input", obj.get("answer")), thought)
+        return final_from_input(obj.get("action_input", obj.get("answer")), thought)
     if "action_input" not in obj:
         if required_params(tools.get(name)):
             return arguments_failure(style, tools, name, 'the object has no "action_input" key', thought)
         return ToolAction((ToolCall(new_call_id(), name, {}),), thought=thought, source="json")
     return tool_from_input(name, obj["action_input"], style, tools, thought, "json")
-
-
-#: ``<function name="tool" arguments='{...}'/>``: a form small models (Qwen2.5-Coder 1.5B among them) invent for
-#: native calls written as text. Bounded classes that exclude their own delimiters keep the match linear.
-_ATTRIBUTE_CALL = re.compile(
-    r"""<function\s+name\s*=\s*["']([^"'<>\s]{1,200})["']\s+arguments\s*=\s*'([^']{0,200000})'""")
-
-
-#: ``<function><name>tool</name><arguments><path>a.csv</path><top>3</top></arguments></function>``: the element
-#: form of the same, one element per argument.
-_ELEMENT_NAME = re.compile(r"<function>\s*<name>\s*([^<>\s]{1,200})\s*</name>\s*<arguments>")
-_ELEMENT_ARGUMENT = re.compile(r"<([A-Za-z_][\w-]{0,99})>([^<]{0,100000})</\1>")
-
-
-def _element_value(text: str, schema: Any) -> Any:
-    """An element's text as the JSON value its parameter's schema asks for (a number, a boolean), else the text."""
-    text = text.strip()
-    kind = schema.get("type") if isinstance(schema, Mapping) else None
-    if kind in ("integer", "number", "boolean", "array", "object"):
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
-    return text
-
-
-def _element_calls(body: str, tools: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """``[(name, arguments)]`` of the ``<function><name>..</name><arguments>..</arguments>`` elements in
-    ``body``. Linear: every search starts after the previous match, and a missing ``</arguments>`` ends it."""
-    calls: list[tuple[str, dict[str, Any]]] = []
-    at = 0
-    while (match := _ELEMENT_NAME.search(body, at)) is not None:
-        end = body.find("</arguments>", match.end())
-        if end < 0:
-            break
-        name = match.group(1)
-        props = (tools.get(name) or {}).get("properties") or {} if isinstance(tools.get(name), Mapping) else {}
-        inner = body[match.end():end]
-        calls.append((name, {m.group(1): _element_value(m.group(2), props.get(m.group(1)))
-                             for m in _ELEMENT_ARGUMENT.finditer(inner)}))
-        at = end
-    return calls
-
-
-def _attribute_calls(body: str, tools: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """``[(name, arguments)]`` of the ``<function name=... arguments='...'/>`` tags in ``body`` (arguments as
-    text), else of its ``<function><name>...`` elements (arguments as a dict)."""
-    if "<function" not in body:
-        return []
-    tags: list[tuple[str, Any]] = [(m.group(1), m.group(2)) for m in _ATTRIBUTE_CALL.finditer(body)]
-    return tags or list(_element_calls(body, tools))
-
-
-def _recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Mapping[str, Any], reasoning: str
-                        ) -> Action | None:
-    """Tool calls written as text: JSON call shapes (fenced, tagged or bare) naming a known tool, else
-    ``<function name=... arguments='...'/>`` tags or ``<function><name>`` elements. None when there are none."""
-    names = list(tools)
-    calls: list[ToolCall] = []
-    errors: dict[str, str] = {}
-
-    def add(name: str, raw_args: Any) -> None:
-        call_id = new_call_id()
-        try:
-            args = decode_input(name, raw_args, tools)
-        except ArgumentsError as error:
-            args = {}
-            errors[call_id] = f"{error}. Expected a JSON object with: {describe_keys(tools.get(name))}."
-        calls.append(ToolCall(call_id, name, args))
-
-    for raw_name, raw_args in _attribute_calls(body, tools):
-        if match_tool_name(raw_name, names) in names:
-            add(match_tool_name(raw_name, names), raw_args)
-    for found in objects if not calls else ():
-        shapes = _tool_call_shapes(found.value)
-        if not shapes:
-            continue
-        for raw_name, raw_args in shapes:
-            name = match_tool_name(raw_name, names)
-            if name not in names:
-                if is_final_name(raw_name) and isinstance(found.value, dict):
-                    if calls:
-                        continue
-                    thought = "\n".join(t for t in (reasoning, as_text(found.value.get("thought")).strip()) if t)
-                    return _final_from_input(raw_args, thought)
-                if not found.tagged:
-                    continue
-            add(name, raw_args)
-    if not calls:
-        return None
-    thought = reasoning
-    if style != "native" and len(calls) == 1 and errors:
-        return arguments_failure(style, tools, calls[0].name, errors[calls[0].id].split(". Expected")[0], thought)
-    return ToolAction(tuple(calls), thought=thought, errors=errors, source="text")

@@ -1,0 +1,173 @@
+"""Tool calls a model wrote as text instead of the provider's ``tool_calls``: JSON call shapes (fenced, tagged or
+bare: ``{"name": ..., "arguments": ...}``, ``{"function": {...}}``, ``{"tool_calls": [...]}``, ``{"action": ...,
+"action_input": ...}``), ``<function name="x" arguments='{...}'/>`` tags and ``<function><name>x</name><arguments>
+<k>v</k></arguments></function>`` elements, the forms small models (Qwen2.5-Coder 1.5B among them) write. Used by
+:mod:`thinkflow.reply.parsing` (rule 5 of its module docstring)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping
+
+from thinkflow.model.messages import ArgumentsError, ToolCall
+from thinkflow.reply.actions import (Action, FinalAnswer, Style, ToolAction, arguments_failure, decode_input,
+                                     describe_keys, is_final_name, match_tool_name, new_call_id)
+from thinkflow.reply.json_text import JsonObjects
+
+
+def as_text(content: Any) -> str:
+    """Return message content as a string: None -> "", list of parts -> their ``text`` joined, other -> ``str``."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict):
+                value = part.get("text", part.get("content"))
+                if isinstance(value, str):
+                    parts.append(value)
+        return "".join(parts)
+    if isinstance(content, dict):
+        return as_text(content.get("text", content.get("content")))
+    return str(content)
+
+
+def tool_call_shapes(value: Any) -> list[tuple[str, Any]] | None:
+    """If ``value`` is shaped like a tool call (or a list of them), return ``[(name, raw_arguments), ...]``."""
+    if isinstance(value, list):
+        out: list[tuple[str, Any]] = []
+        for item in value:
+            shapes = tool_call_shapes(item)
+            if not shapes:
+                return None
+            out.extend(shapes)
+        return out or None
+    if not isinstance(value, dict):
+        return None
+    if isinstance(value.get("tool_calls"), list):
+        return tool_call_shapes(value["tool_calls"])
+    if isinstance(value.get("actions"), list) and "action" not in value:
+        return tool_call_shapes(value["actions"])
+    fn = value.get("function")
+    if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+        return [(fn["name"], fn.get("arguments", fn.get("parameters")))]
+    if isinstance(value.get("name"), str) and ("arguments" in value or "parameters" in value):
+        return [(value["name"], value.get("arguments", value.get("parameters")))]
+    if isinstance(value.get("action"), str) and "action_input" in value:
+        return [(value["action"], value["action_input"])]
+    return None
+
+
+def final_from_input(value: Any, thought: str) -> FinalAnswer:
+    """A FinalAnswer from a JSON ``action_input``: a string as is; ``{"answer": "..."}``-like single keys unwrapped;
+    other structures as compact JSON text (``data`` keeps the structure)."""
+    if isinstance(value, str):
+        return FinalAnswer(value.strip(), thought=thought)
+    if value is None:
+        return FinalAnswer("", thought=thought)
+    if isinstance(value, dict) and len(value) == 1:
+        (key, inner), = value.items()
+        if key in ("answer", "text", "final_answer", "response", "result", "output") and isinstance(inner, str):
+            return FinalAnswer(inner.strip(), thought=thought, data=value)
+    if isinstance(value, (dict, list)):
+        return FinalAnswer(json.dumps(value, ensure_ascii=False), thought=thought, data=value)
+    return FinalAnswer(str(value), thought=thought, data=value)
+
+
+#: ``<function name="tool" arguments='{...}'/>``: a form small models (Qwen2.5-Coder 1.5B among them) invent for
+#: native calls written as text. Bounded classes that exclude their own delimiters keep the match linear.
+_ATTRIBUTE_CALL = re.compile(
+    r"""<function\s+name\s*=\s*["']([^"'<>\s]{1,200})["']\s+arguments\s*=\s*'([^']{0,200000})'""")
+
+
+#: ``<function><name>tool</name><arguments><path>a.csv</path><top>3</top></arguments></function>``: the element
+#: form of the same, one element per argument.
+_ELEMENT_NAME = re.compile(r"<function>\s*<name>\s*([^<>\s]{1,200})\s*</name>\s*<arguments>")
+_ELEMENT_ARGUMENT = re.compile(r"<([A-Za-z_][\w-]{0,99})>([^<]{0,100000})</\1>")
+
+
+def _element_value(text: str, schema: Any) -> Any:
+    """An element's text as the JSON value its parameter's schema asks for (a number, a boolean), else the text."""
+    text = text.strip()
+    kind = schema.get("type") if isinstance(schema, Mapping) else None
+    if kind in ("integer", "number", "boolean", "array", "object"):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def _element_calls(body: str, tools: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """``[(name, arguments)]`` of the ``<function><name>..</name><arguments>..</arguments>`` elements in
+    ``body``. Linear: every search starts after the previous match, and a missing ``</arguments>`` ends it."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    at = 0
+    while (match := _ELEMENT_NAME.search(body, at)) is not None:
+        end = body.find("</arguments>", match.end())
+        if end < 0:
+            break
+        name = match.group(1)
+        props = (tools.get(name) or {}).get("properties") or {} if isinstance(tools.get(name), Mapping) else {}
+        inner = body[match.end():end]
+        calls.append((name, {m.group(1): _element_value(m.group(2), props.get(m.group(1)))
+                             for m in _ELEMENT_ARGUMENT.finditer(inner)}))
+        at = end
+    return calls
+
+
+def _attribute_calls(body: str, tools: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """``[(name, arguments)]`` of the ``<function name=... arguments='...'/>`` tags in ``body`` (arguments as
+    text), else of its ``<function><name>...`` elements (arguments as a dict)."""
+    if "<function" not in body:
+        return []
+    tags: list[tuple[str, Any]] = [(m.group(1), m.group(2)) for m in _ATTRIBUTE_CALL.finditer(body)]
+    return tags or list(_element_calls(body, tools))
+
+
+def recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Mapping[str, Any], reasoning: str
+                        ) -> Action | None:
+    """Tool calls written as text: JSON call shapes (fenced, tagged or bare) naming a known tool, else
+    ``<function name=... arguments='...'/>`` tags or ``<function><name>`` elements. None when there are none."""
+    names = list(tools)
+    calls: list[ToolCall] = []
+    errors: dict[str, str] = {}
+
+    def add(name: str, raw_args: Any) -> None:
+        call_id = new_call_id()
+        try:
+            args = decode_input(name, raw_args, tools)
+        except ArgumentsError as error:
+            args = {}
+            errors[call_id] = f"{error}. Expected a JSON object with: {describe_keys(tools.get(name))}."
+        calls.append(ToolCall(call_id, name, args))
+
+    for raw_name, raw_args in _attribute_calls(body, tools):
+        if match_tool_name(raw_name, names) in names:
+            add(match_tool_name(raw_name, names), raw_args)
+    for found in objects if not calls else ():
+        shapes = tool_call_shapes(found.value)
+        if not shapes:
+            continue
+        for raw_name, raw_args in shapes:
+            name = match_tool_name(raw_name, names)
+            if name not in names:
+                if is_final_name(raw_name) and isinstance(found.value, dict):
+                    if calls:
+                        continue
+                    thought = "\n".join(t for t in (reasoning, as_text(found.value.get("thought")).strip()) if t)
+                    return final_from_input(raw_args, thought)
+                if not found.tagged:
+                    continue
+            add(name, raw_args)
+    if not calls:
+        return None
+    thought = reasoning
+    if style != "native" and len(calls) == 1 and errors:
+        return arguments_failure(style, tools, calls[0].name, errors[calls[0].id].split(". Expected")[0], thought)
+    return ToolAction(tuple(calls), thought=thought, errors=errors, source="text")

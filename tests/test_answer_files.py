@@ -36,3 +36,13 @@ def test_the_request_says_make_it_or_answer_without_it():
     assert missing_files_request("a.png b.png", ["a.png", "b.png"]).startswith(
         "Your final answer names a.png, b.png, but they do not exist: no tool has written them. If the task asks "
         "for them, call the tool that creates them now")
+
+
+def test_unnamed_files_are_those_an_answer_names_neither_by_path_nor_by_name():
+    from thinkflow.run.answer_files import unnamed_files
+
+    written = ["charts/a.png", "charts/b.png", "charts/a.png"]
+    assert unnamed_files("The total is 5.", written) == ["charts/a.png", "charts/b.png"]  # in order, no repeats
+    assert unnamed_files("see charts/b.png", written) == []  # one named is enough (a redrawn draft need not be)
+    assert unnamed_files("saved as a.png", written) == []  # the file name alone names it
+    assert unnamed_files("anything", []) == []

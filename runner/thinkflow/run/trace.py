@@ -62,6 +62,7 @@ class _RequestLog:
         self.next_number = 0
         self.tools: dict[str, int] = {}
         self.previous: dict[str, list[tuple[Any, int]]] = {}
+        self.previous_tools: dict[str, tuple[list[Any], str, int]] = {}
 
     def encode(self, data: dict[str, Any], stream: str) -> tuple[dict[str, Any], Callable[[], None]]:
         """``data`` (a model_request dict) with ``messages``/``tools`` replaced by ``parts``/``tools_id`` (and
@@ -93,8 +94,12 @@ class _RequestLog:
         out["parts"] = parts
         out["message_count"] = len(messages)
         tools = data.get("tools") or []
-        tools_key = json.dumps(tools, sort_keys=True, default=_default, ensure_ascii=False)
-        tools_id = self.tools.get(tools_key)
+        last = self.previous_tools.get(stream)
+        if last is not None and len(last[0]) == len(tools) and all(a is b for a, b in zip(last[0], tools)):
+            tools_key, tools_id = last[1], last[2]  # the same definition objects as last step: no JSON to encode
+        else:
+            tools_key = json.dumps(tools, sort_keys=True, default=_default, ensure_ascii=False)
+            tools_id = self.tools.get(tools_key)
         if tools_id is None:
             tools_id = len(self.tools)
             out["tools"] = tools
@@ -105,6 +110,7 @@ class _RequestLog:
             self.next_number = next_number
             self.tools.setdefault(tools_key, tools_id)
             self.previous[stream] = list(zip(messages, numbers))
+            self.previous_tools[stream] = (list(tools), tools_key, tools_id)
 
         return out, commit
 

@@ -261,7 +261,7 @@ def test_signature_types_pydantic_knows_keep_their_format_and_limits():
 def test_an_entry_point_tool_reaches_the_model_with_its_docstring_or_tool_description(tmp_path, monkeypatch):
     import importlib.metadata
 
-    from thinkflow.config import refs
+    from thinkflow.config import locate
     from thinkflow.config.loader import load_agent
 
     (tmp_path / "ep_tools_mod.py").write_text(textwrap.dedent('''
@@ -284,7 +284,7 @@ def test_an_entry_point_tool_reaches_the_model_with_its_docstring_or_tool_descri
     eps = [importlib.metadata.EntryPoint(name="stock_level", value="ep_tools_mod:stock_level", group="thinkflow.tools"),
            importlib.metadata.EntryPoint(name="fx", value="ep_tools_mod:convert", group="thinkflow.tools")]
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: eps if group == "thinkflow.tools" else [])
-    refs.entry_point_tools.cache_clear()
+    locate.entry_point_tools.cache_clear()
     try:
         agent = tmp_path / "a.yaml"
         agent.write_text("version: 1\nname: shop\ntools: [stock_level, fx]\n", encoding="utf-8")
@@ -296,7 +296,7 @@ def test_an_entry_point_tool_reaches_the_model_with_its_docstring_or_tool_descri
         assert box.definitions()[0]["function"]["parameters"]["properties"]["sku"]["description"] == (
             "The product's stock-keeping unit.")
     finally:
-        refs.entry_point_tools.cache_clear()
+        locate.entry_point_tools.cache_clear()
         unregister("convert")
 
 # ------------------------------------------------------------------------------------------------ where a call runs

@@ -172,7 +172,7 @@ def _table(console: Any, results: list[Any], mode: str) -> None:
 
 
 def _from_trace(ref: str, agent_file: Path | None, out_file: Path | None, trace_dir: Path | None) -> None:
-    from thinkflow.config.refs import find_subagent
+    from thinkflow.config.locate import find_subagent
     from thinkflow.config.testfile import load_test_file
     from thinkflow.errors import SpecError, ThinkFlowError
     from thinkflow.run.trace import find_trace, read_trace

@@ -53,7 +53,7 @@ def _tools_dir_specs(directory: Path) -> tuple[dict[str, Any], list[str]]:
         return {}, []
     from thinkflow.errors import SpecError
     from thinkflow.config.loader import load_tools
-    from thinkflow.config.refs import yaml_files
+    from thinkflow.config.locate import yaml_files
 
     specs: dict[str, Any] = {}
     broken: list[str] = []

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from thinkflow.config import refs
+from thinkflow.config import locate, refs
 from thinkflow.errors import ConfigIssue, SpecError
 from thinkflow.config.interpolate import interpolate, redact_issue
 from thinkflow.config.schemas import validate
@@ -138,7 +138,7 @@ def load_tools(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = 
     Raises:
         SpecError: listing every issue in the file, in file order.
     """
-    specs, issues = _tools_file(refs.norm(Path(path)), env)
+    specs, issues = _tools_file(locate.norm(Path(path)), env)
     if issues:
         raise SpecError(issues)
     return specs
@@ -171,7 +171,7 @@ class _Session:
 
 def _tool_index(source: Path, env: Mapping[str, str]) -> dict[str, tuple[ToolSpec | None, str]]:
     index: dict[str, tuple[ToolSpec | None, str]] = {}
-    for file in refs.yaml_files(source):
+    for file in locate.yaml_files(source):
         specs, issues = _tools_file(file, env)
         for spec in specs:
             index.setdefault(spec.name, (spec, ""))
@@ -229,7 +229,7 @@ def load_agent(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = 
     Raises:
         SpecError: listing every issue found in the file, in file order.
     """
-    spec, issues = _agent_file(refs.norm(Path(path)), _Session(os.environ if env is None else env), (), None)
+    spec, issues = _agent_file(locate.norm(Path(path)), _Session(os.environ if env is None else env), (), None)
     if spec is None:
         raise SpecError(issues)
     return spec
@@ -261,8 +261,8 @@ def find_config_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The YAML files to check: files as given, directories searched recursively; duplicates dropped."""
     found: list[Path] = []
     for given in paths:
-        path = refs.norm(Path(given))
-        found += refs.yaml_files(path) if path.exists() else [path]
+        path = locate.norm(Path(given))
+        found += locate.yaml_files(path) if path.exists() else [path]
     return list(dict.fromkeys(found))
 
 

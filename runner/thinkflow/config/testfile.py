@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from thinkflow.config import refs
+from thinkflow.config import locate, refs
 from thinkflow.config.interpolate import interpolate, redact_issue
 from thinkflow.config.schemas import validate
 from thinkflow.text import did_you_mean
@@ -145,8 +145,8 @@ class TestFileSpec:
 
 def find_test_agent(ref: str, base_dir: Path) -> tuple[Path | None, list[str]]:
     """The agent file a test file names: a path relative to the test file's folder, or a bare name looked up in
-    that folder, its ``agents.d`` and ``../agents.d`` (see :func:`thinkflow.config.refs.find_subagent`)."""
-    return refs.find_subagent(ref, base_dir)
+    that folder, its ``agents.d`` and ``../agents.d`` (see :func:`thinkflow.config.locate.find_subagent`)."""
+    return locate.find_subagent(ref, base_dir)
 
 
 class _Checker:
@@ -335,7 +335,7 @@ def check_test_file(path: Path, *, env: Mapping[str, str] | None = None
     """Read and check one test file. Returns ``(spec, [])`` or ``(None, issues)`` (issues in file order, secrets
     redacted). The agent must load too; its own issues are summarised as one issue at ``agent``."""
     env = os.environ if env is None else env
-    path = refs.norm(Path(path))
+    path = locate.norm(Path(path))
     file = str(path)
     text, issues = read_text(path)
     if text is None:
@@ -371,8 +371,8 @@ def check_test_file(path: Path, *, env: Mapping[str, str] | None = None
     issues = sorted((redact_issue(i, secrets) for i in check.issues), key=lambda i: (i.line, i.column))
     if issues or agent_path is None:
         return None, issues
-    cassette_dir = refs.norm(path.parent / data["cassettes"]) if "cassettes" in data else \
-        refs.norm(path.parent / "cassettes" / test_stem(path))
+    cassette_dir = locate.norm(path.parent / data["cassettes"]) if "cassettes" in data else \
+        locate.norm(path.parent / "cassettes" / test_stem(path))
     return TestFileSpec(path=path, agent_path=agent_path, cassette_dir=cassette_dir, cases=cases,
                         secrets=tuple(secrets)), []
 
@@ -394,9 +394,9 @@ def find_test_files(paths: list[str | os.PathLike[str]]) -> list[Path]:
     duplicates dropped, in order."""
     found: list[Path] = []
     for given in paths:
-        path = refs.norm(Path(given))
+        path = locate.norm(Path(given))
         if path.is_file():
             found.append(path)
         else:
-            found += [p for p in refs.yaml_files(path) if is_test_file(p)]
+            found += [p for p in locate.yaml_files(path) if is_test_file(p)]
     return list(dict.fromkeys(found))

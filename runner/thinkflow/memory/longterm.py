@@ -1,8 +1,8 @@
 """Long-term memory: a ChromaDB collection of texts with metadata, embedded with sentence-transformers.
 
-This is the only module that imports ``chromadb``, lazily. The store is embedded (``PersistentClient`` at
-``spec.path`` or ``<base_dir>/.thinkflow/memory``) or a Chroma server (``HttpClient(host, port)``). ThinkFlow always
-passes its own embedding function (Chroma's default one would download a model) and uses cosine space, so a
+It imports ``chromadb`` lazily (it and :mod:`thinkflow.memory.chroma_function` are the only modules that do). The
+store is embedded (``PersistentClient`` at ``spec.path`` or ``<base_dir>/.thinkflow/memory``) or a Chroma server
+(``HttpClient(host, port)``). ThinkFlow always passes its own embedding function (Chroma's default one would download a model) and uses cosine space, so a
 recall score is the cosine similarity 1 - distance, in 0..1 for the normalised embeddings used here.
 
 A collection records ``thinkflow:embedding_model`` and ``thinkflow:embedding_dim`` in its metadata when created;
@@ -15,8 +15,6 @@ read back (recall, list, get, export), so a store written before a key was known
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -26,59 +24,16 @@ from thinkflow.atomic import atomic_write_bytes
 from thinkflow.errors import MemoryStoreError
 from thinkflow.redaction import Redactor
 from thinkflow.config.spec import LongTermSpec
+from thinkflow.memory.chroma_function import embedding_function_class
 from thinkflow.memory.embeddings import Embedder, Reranker, canonical_model_name
+from thinkflow.memory.jsonl import memory_lines, read_memory_file
 from thinkflow.memory.records import MemoryRecord, clean_metadata, now_metadata, time_of
 
 DEFAULT_STORE_DIR = Path(".thinkflow") / "memory"
 META_MODEL = "thinkflow:embedding_model"
 META_DIM = "thinkflow:embedding_dim"
-EF_NAME = "thinkflow_sentence_transformers"
 PAGE_SIZE = 1000
 RERANK_POOL = 4  # a reranker sees k * RERANK_POOL candidates (at least 20)
-_ef_class_lock = threading.Lock()
-_ef_class: Any = None
-
-
-def _embedding_function_class() -> Any:
-    """Build (once) and register with Chroma the EmbeddingFunction class that wraps :class:`Embedder`."""
-    global _ef_class
-    with _ef_class_lock:
-        if _ef_class is not None:
-            return _ef_class
-        from chromadb.api.types import EmbeddingFunction
-        from chromadb.utils.embedding_functions import register_embedding_function
-
-        class ThinkFlowEmbeddingFunction(EmbeddingFunction):  # type: ignore[type-arg,misc]
-            """Chroma embedding function backed by ThinkFlow's offline sentence-transformers Embedder."""
-
-            def __init__(self, model_name: str = "all-MiniLM-L6-v2"):
-                self.embedder = Embedder(model_name)
-
-            def __call__(self, input: Any) -> Any:  # noqa: A002 - Chroma's protocol names it `input`
-                import numpy as np
-
-                return [np.asarray(v, dtype=np.float32) for v in self.embedder.embed(list(input))]
-
-            @staticmethod
-            def name() -> str:
-                return EF_NAME
-
-            def default_space(self) -> str:
-                return "cosine"
-
-            def supported_spaces(self) -> list[str]:
-                return ["cosine"]
-
-            def get_config(self) -> dict[str, Any]:
-                return {"model_name": self.embedder.name}
-
-            @staticmethod
-            def build_from_config(config: dict[str, Any]) -> "ThinkFlowEmbeddingFunction":
-                return ThinkFlowEmbeddingFunction(config.get("model_name") or "all-MiniLM-L6-v2")
-
-        register_embedding_function(ThinkFlowEmbeddingFunction)
-        _ef_class = ThinkFlowEmbeddingFunction
-        return _ef_class
 
 
 def _settings() -> Any:
@@ -143,7 +98,7 @@ class LongTermMemory:
             raise MemoryStoreError("long-term memory needs chromadb (pip install 'thinkflow[memory]')") from exc
         from chromadb.errors import NotFoundError
 
-        ef_class = _embedding_function_class()
+        ef_class = embedding_function_class()
         requested = canonical_model_name(spec.embedding_model)
         if spec.host:
             port = int(spec.port or 8000)
@@ -375,9 +330,7 @@ class LongTermMemory:
         first; the file is replaced atomically. Returns the number written."""
         path = Path(path)
         records = sorted(self._iter_all(), key=lambda r: (time_of(r[2]), r[0]))
-        lines = (json.dumps({"id": mid, "content": doc, "metadata": meta}, ensure_ascii=False) + "\n"
-                 for mid, doc, meta in records)
-        atomic_write_bytes(path, "".join(lines).encode("utf-8"))
+        atomic_write_bytes(path, memory_lines(records).encode("utf-8"))
         return len(records)
 
     def import_(self, path: Path) -> int:
@@ -387,34 +340,7 @@ class LongTermMemory:
         Raises:
             MemoryStoreError: unreadable file, or a bad line ("FILE:LINE: ...").
         """
-        path = Path(path)
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise MemoryStoreError(f"cannot read memory file {path}: {exc.strerror or exc}") from exc
-        items: list[tuple[str, Mapping[str, Any] | None, str | None]] = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise MemoryStoreError(f"{path}:{number}: not valid JSON: {exc.msg} at column {exc.colno}") from exc
-            if not isinstance(obj, dict):
-                raise MemoryStoreError(f"{path}:{number}: expected a JSON object with \"content\", got {type(obj).__name__}")
-            content = obj.get("content")
-            if not isinstance(content, str) or not content.strip():
-                raise MemoryStoreError(f"{path}:{number}: \"content\" must be a non-empty string")
-            mid = obj.get("id")
-            if mid is not None and (not isinstance(mid, str) or not mid):
-                raise MemoryStoreError(f"{path}:{number}: \"id\" must be a non-empty string when given")
-            meta = obj.get("metadata")
-            if meta is not None and not isinstance(meta, dict):
-                raise MemoryStoreError(f"{path}:{number}: \"metadata\" must be an object when given")
-            unknown = sorted(set(obj) - {"id", "content", "metadata"})
-            if unknown:
-                raise MemoryStoreError(f"{path}:{number}: unknown field(s) {', '.join(unknown)} (allowed: id, content, metadata)")
-            items.append((content, meta, mid))
+        items = read_memory_file(Path(path))
         return len(self._write(items))
 
     # ----------------------------------------------------------------------------------------------- helpers

@@ -104,7 +104,8 @@ class Recorder:
         return self.ollama if name.startswith(("ollama/", "ollama_chat/")) else self.openai
 
     def __call__(self, spec: Any, override: str | None) -> Any:
-        from thinkflow.model.client import LiteLLMClient, resolve_model
+        from thinkflow.model.client import LiteLLMClient
+        from thinkflow.model.resolution import resolve_model
         from thinkflow.model.providers import capabilities_of
 
         effective, _ = resolve_model(spec, override=override, environ={})
@@ -137,7 +138,7 @@ def main(argv: list[str]) -> int:
                     print(f"{path}: no script for case {case.name}", file=sys.stderr)
                     return 2
                 from thinkflow.config.loader import load_agent
-                from thinkflow.model.client import resolve_model
+                from thinkflow.model.resolution import resolve_model
 
                 spec_model = spec_model or resolve_model(load_agent(test.agent_path).model, environ={})[0].name or ""
                 server = recorder.server_for(case.model or spec_model)

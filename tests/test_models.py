@@ -21,7 +21,8 @@ from thinkflow.errors import (
 from thinkflow.model.messages import Message, ToolCall
 from thinkflow.model.error_map import retry_after
 from thinkflow.model.replies import content_text
-from thinkflow.model.client import LiteLLMClient, build_client, resolve_model
+from thinkflow.model.client import LiteLLMClient, build_client
+from thinkflow.model.resolution import resolve_model
 from thinkflow.model.providers import Capabilities
 from thinkflow.config.spec import ModelSpec
 
@@ -554,7 +555,7 @@ def test_gemini_without_either_key_names_litellms_variable(monkeypatch):
 
 
 def test_every_default_model_is_callable_with_the_key_that_picks_it(monkeypatch):
-    from thinkflow.model.client import DEFAULT_MODELS
+    from thinkflow.model.resolution import DEFAULT_MODELS
     from thinkflow.model.providers import missing_keys
 
     for var, model in DEFAULT_MODELS:

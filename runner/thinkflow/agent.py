@@ -15,7 +15,8 @@ from thinkflow.config.spec import AgentSpec, ModelSpec
 from thinkflow.memory.longterm import LongTermMemory
 from thinkflow.memory.policy import RememberFactTool
 from thinkflow.memory.shortterm import ShortTermMemory
-from thinkflow.model.client import ModelClient, build_client, resolve_model
+from thinkflow.model.client import ModelClient, build_client
+from thinkflow.model.resolution import resolve_model
 from thinkflow.model.messages import Message
 from thinkflow.prompting.templates import check_prompt_vars
 from thinkflow.run.collaborators import LongTerm, ShortTerm

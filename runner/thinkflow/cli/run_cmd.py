@@ -216,7 +216,7 @@ def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, promp
     if cache:
         import dataclasses
 
-        from thinkflow.model.client import with_cache
+        from thinkflow.model.resolution import with_cache
 
         spec = dataclasses.replace(spec, model=with_cache(spec.model))
     view = LiveView(out.err, quiet=quiet, stream=bool(stream if stream is not None else spec.loop.stream))

@@ -1,10 +1,9 @@
 """Model clients: every model call goes through LiteLLM (imported only by :mod:`thinkflow.model.providers`).
 
-* :func:`resolve_model` picks the effective model: ``--model`` override, the spec's model, a default for the first
-  provider key found in the environment, or the embedded local model.
-* :func:`build_client` returns a :class:`LiteLLMClient` for any LiteLLM model string (``openai/gpt-4o-mini``,
-  ``ollama_chat/qwen2.5:7b``, ...) or for ``local/...`` (the embedded llama.cpp server from
-  :mod:`thinkflow.model.local`, started on first use and reached as ``openai/<alias>`` with ``api_base``).
+* :func:`build_client` (after :func:`thinkflow.model.resolution.resolve_model`, which picks the effective model)
+  returns a :class:`LiteLLMClient` for any LiteLLM model string (``openai/gpt-4o-mini``, ``ollama_chat/qwen2.5:7b``)
+  or for ``local/...`` (the embedded llama.cpp server from :mod:`thinkflow.model.local`, started on first use and
+  reached as ``openai/<alias>`` with ``api_base``).
 * :meth:`LiteLLMClient.complete` sends one chat completion and returns a normalised
   :class:`~thinkflow.model.messages.ModelReply`; provider failures become the typed errors of :mod:`thinkflow.errors`,
   each with the fix in ``hint``.
@@ -36,8 +35,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
 
 from thinkflow.errors import AuthenticationError, ModelError, ModelTimeoutError
 from thinkflow.model.messages import Message, ModelReply, Usage
@@ -55,20 +54,10 @@ from thinkflow.model.providers import (
     provider_of,
 )
 from thinkflow.config.spec import DEFAULT_LOCAL_MODEL, ModelSpec
+from thinkflow.model.resolution import resolve_model
 
 Progress = Callable[[str], None]
 
-#: when no model is named: the first key found (in this order) picks the default model
-DEFAULT_MODELS: tuple[tuple[str, str], ...] = (
-    ("OPENAI_API_KEY", "openai/gpt-4o-mini"),
-    ("ANTHROPIC_API_KEY", "anthropic/claude-haiku-4-5"),
-    ("GEMINI_API_KEY", "gemini/gemini-2.5-flash"),
-    ("GOOGLE_API_KEY", "gemini/gemini-2.5-flash"),
-    ("GROQ_API_KEY", "groq/openai/gpt-oss-20b"),
-    ("MISTRAL_API_KEY", "mistral/mistral-small-latest"),
-    ("DEEPSEEK_API_KEY", "deepseek/deepseek-chat"),
-    ("OPENROUTER_API_KEY", "openrouter/openai/gpt-4o-mini"),
-)
 OLLAMA_DEFAULT_NUM_CTX = 8192
 LOCAL_MAX_TOKENS = 1024
 """Generated tokens per call on the embedded model when ``model.max_tokens`` is not set. A small model that
@@ -94,44 +83,11 @@ class ModelClient(Protocol):
     def count_tokens(self, messages: Sequence[Message]) -> int: ...
 
 
-# --- model resolution ------------------------------------------------------------------------------------------------
-
-def resolve_model(spec: ModelSpec, *, override: str | None = None,
-                  environ: Mapping[str, str] | None = None) -> tuple[ModelSpec, str | None]:
-    """Return the effective model spec and a one-line notice (or None).
-
-    * ``override`` (``--model``) replaces ``spec.name`` for this run; when its provider differs from the spec's
-      model, the spec's ``api_base`` and ``api_key`` (meant for the other provider) are dropped.
-    * ``spec.name`` set: used as is.
-    * ``spec.name`` None: the default model of the first provider key set in ``environ`` (see
-      :data:`DEFAULT_MODELS`), else the embedded model ``local/qwen2.5-coder-1.5b``. The notice says which.
-    No network, no LiteLLM import.
-    """
-    env = os.environ if environ is None else environ
-    if override:
-        if spec.name and model_prefix(override) != model_prefix(spec.name):
-            return replace(spec, name=override, api_base=None, api_key=None), None
-        return replace(spec, name=override), None
-    if spec.name:
-        return spec, None
-    for var, default in DEFAULT_MODELS:
-        if env.get(var, "").strip():
-            return replace(spec, name=default), f"No model configured: using {default} ({var} is set)."
-    return (replace(spec, name=DEFAULT_LOCAL_MODEL),
-            f"No model configured and no provider key found: using the embedded local model {DEFAULT_LOCAL_MODEL}.")
-
-
-def with_cache(spec: ModelSpec, settings: dict[str, Any] | None = None) -> ModelSpec:
-    """``spec`` with the response cache on (``--cache``): its own settings when it has some, else ``settings`` or
-    the disk cache."""
-    if spec.cache:
-        return spec
-    return replace(spec, cache=dict(settings or {"type": "disk"}))
-
+# --- building -------------------------------------------------------------------------------------------------------
 
 def build_client(spec: ModelSpec, *, override: str | None = None,
                  on_progress: Progress | None = None) -> "LiteLLMClient":
-    """Build the client for ``spec`` (after :func:`resolve_model` with ``override``).
+    """Build the client for ``spec`` (after :func:`~thinkflow.model.resolution.resolve_model` with ``override``).
 
     Nothing is started or contacted here; the embedded model is assembled and loaded on the first
     :meth:`~LiteLLMClient.complete`, reporting through ``on_progress``.

@@ -156,7 +156,7 @@ class TestRunner:
 
         spec = load_agent(test.agent_path)
         if self.cache and self.mode != "replay":
-            from thinkflow.model.client import with_cache
+            from thinkflow.model.resolution import with_cache
 
             spec = dataclasses.replace(spec, model=with_cache(spec.model, self.cache))
         results = []

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from thinkflow.errors import SpecError
-from thinkflow.config.loader import load_agent, load_tools, validate_paths
+from thinkflow.config.loader import load_agent, load_tools
+from thinkflow.config.validation import validate_paths
 from thinkflow.config.yamlread import MAX_BYTES, MAX_NODES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "project"

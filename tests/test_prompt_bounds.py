@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from thinkflow.config.loader import load_agent, validate_paths
+from thinkflow.config.loader import load_agent
+from thinkflow.config.validation import validate_paths
 from thinkflow.errors import PromptError, SpecError
 from thinkflow.prompting.templates import render
 

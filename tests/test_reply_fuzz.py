@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from thinkflow.cli import main
-from thinkflow.config import loader
+from thinkflow.config import loader, validation
 from thinkflow.errors import ThinkFlowError
 from thinkflow.model import json_limits
 from thinkflow.model.messages import ArgumentsError, ToolCall, decode_arguments
@@ -226,7 +226,7 @@ def test_loader_and_validate_raise_only_typed_errors(text, kind):
             loader.load_tools(path, env={})
     except ThinkFlowError:
         pass
-    result = loader.validate_paths([path], env={})
+    result = validation.validate_paths([path], env={})
     assert result.files == [path]
     for issue in result.issues:
         assert issue.file and isinstance(issue.message, str)

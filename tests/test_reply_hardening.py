@@ -12,7 +12,7 @@ import yaml
 from scripted_servers import text, tool_calls
 from test_loop import go, make_spec
 
-from thinkflow.config import loader, yamlread
+from thinkflow.config import loader, validation, yamlread
 from thinkflow.errors import SpecError
 from thinkflow.model import json_limits
 from thinkflow.model.messages import ArgumentsError, ToolCall, decode_arguments
@@ -199,7 +199,7 @@ def test_deep_yaml_is_a_spec_error(tmp_path, text_):
     # ours past 100 levels; libyaml's own past 1000 (its parser stops there before we see a node)
     assert str(caught.value).endswith(("<root>: document is nested deeper than 100 levels (flatten it)",
                                        "<root>: invalid YAML: exceeded maximum nesting depth"))
-    result = loader.validate_paths([path])
+    result = validation.validate_paths([path])
     assert [str(i) for i in result.issues] == [str(caught.value)]
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scripted_servers import text, tool_calls
 
 from thinkflow.cli import main
-from thinkflow.config.loader import validate_paths
+from thinkflow.config.validation import validate_paths
 from thinkflow.config.testfile import Assertion, load_test_file
 from thinkflow.errors import SpecError
 from thinkflow.testing.assertions import Observed, check

@@ -19,7 +19,8 @@ from click.testing import CliRunner  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from thinkflow.config.loader import load_tools, validate_paths  # noqa: E402
+from thinkflow.config.loader import load_tools  # noqa: E402
+from thinkflow.config.validation import validate_paths  # noqa: E402
 from thinkflow.config.spec import ToolRef  # noqa: E402
 from thinkflow.errors import ToolError  # noqa: E402
 from thinkflow.tools import Toolbox, build_tools  # noqa: E402

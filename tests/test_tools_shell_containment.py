@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from thinkflow.config.loader import load_agent, load_tools, validate_paths
+from thinkflow.config.loader import load_agent, load_tools
+from thinkflow.config.validation import validate_paths
 from thinkflow.config.spec import ToolSpec
 from thinkflow.errors import SpecError, ToolError
 from thinkflow.tools import Toolbox

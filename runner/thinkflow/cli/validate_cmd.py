@@ -40,7 +40,7 @@ def validate(paths: tuple[str, ...], fmt: str, allow_missing_env: bool, probe: b
     warnings.
     """
     from thinkflow.config.interpolate import unset_variable
-    from thinkflow.config.loader import validate_paths
+    from thinkflow.config.validation import validate_paths
     import thinkflow.prompting.templates  # noqa: F401 - registers the sandboxed renderer validate renders prompts with
 
     if not paths:

@@ -9,7 +9,7 @@ Every stage collects issues instead of stopping, so :class:`~thinkflow.errors.Sp
 file, in file order, each as ``file:line:col: path: message (hint)``. Values interpolated from the environment are
 secrets: they are kept in ``spec.secrets`` and never appear in an issue.
 
-Public API: :func:`load_agent`, :func:`load_tools`, :func:`validate_paths`, :func:`find_config_files`.
+Public API: :func:`load_agent`, :func:`load_tools`; many files at once: :mod:`thinkflow.config.validation`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from thinkflow.config import locate, refs
 from thinkflow.errors import ConfigIssue, SpecError
@@ -31,13 +31,6 @@ from thinkflow.config.yamlread import Document, parse_documents, read_text
 _VARS = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
 _PARSED: dict[tuple[Any, ...], tuple[str | None, list[Document], list[ConfigIssue]]] = {}
 _TOOLS: dict[tuple[Any, ...], tuple[list[ToolSpec], list[ConfigIssue]]] = {}
-
-
-class ValidationResult(NamedTuple):
-    """What :func:`validate_paths` found: every issue (sorted by file, line, column) and the files checked."""
-
-    issues: list[ConfigIssue]
-    files: list[Path]
 
 
 def _sorted(issues: Iterable[ConfigIssue]) -> list[ConfigIssue]:
@@ -233,65 +226,3 @@ def load_agent(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = 
     if spec is None:
         raise SpecError(issues)
     return spec
-
-
-# --- validating many files ----------------------------------------------------------------------------------------
-
-
-def config_kind(path: Path) -> str:
-    """``"test"`` for ``*.test.yaml``; else ``"tool"`` or ``"agent"``: by folder (``tools.d``/``agents.d``), else a
-    top-level ``kind`` key means a tool."""
-    from thinkflow.config.testfile import is_test_file
-
-    if is_test_file(path):
-        return "test"
-    parts = path.parts[:-1]
-    for part in reversed(parts):
-        if part == "tools.d":
-            return "tool"
-        if part == "agents.d":
-            return "agent"
-    _, docs, _ = _parsed(path)
-    if len(docs) > 1 or (docs and isinstance(docs[0].data, dict) and "kind" in docs[0].data):
-        return "tool"
-    return "agent"
-
-
-def find_config_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """The YAML files to check: files as given, directories searched recursively; duplicates dropped."""
-    found: list[Path] = []
-    for given in paths:
-        path = locate.norm(Path(given))
-        found += locate.yaml_files(path) if path.exists() else [path]
-    return list(dict.fromkeys(found))
-
-
-def validate_paths(paths: Iterable[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None
-                   ) -> ValidationResult:
-    """Check every agent, tool and test file under ``paths`` (files or directories); beyond what loading checks, the
-    module of each python tool's ``entrypoint`` must be importable here and no tool name may be defined in two
-    files.
-
-    Returns:
-        ``ValidationResult(issues, files)``; a path that does not exist is an issue.
-    """
-    env = os.environ if env is None else env
-    session = _Session(env)
-    files = find_config_files(paths)
-    issues: list[ConfigIssue] = []
-    defined: dict[str, str] = {}  # tool name -> "file:line" of its first definition
-    for path in files:
-        if not path.exists():
-            issues.append(ConfigIssue(str(path), 1, 1, "", "no such file or directory"))
-        elif config_kind(path) == "tool":
-            specs, file_issues = _tools_file(path, env)
-            docs = _parsed(path)[1]
-            issues += file_issues or refs.entrypoint_issues(docs, path)
-            issues += refs.defined_twice(docs, path, [spec.name for spec in specs], defined)
-        elif config_kind(path) == "test":
-            from thinkflow.config.testfile import check_test_file
-
-            issues += check_test_file(path, env=env)[1]
-        else:
-            issues += _agent_file(path, session, (), None)[1]
-    return ValidationResult(sorted(dict.fromkeys(issues), key=lambda i: (i.file, i.line, i.column)), files)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkflow.config import locate, refs
+from thinkflow.config.loader import load_agent
 from thinkflow.config.interpolate import interpolate, redact_issue
 from thinkflow.config.schemas import validate
 from thinkflow.text import did_you_mean
@@ -189,8 +190,6 @@ def _agent_tools(agent_path: Path, env: Mapping[str, str]) -> tuple[set[str] | N
     """The tool names the agent and its sub-agents offer their models (tools, an MCP server's allowlisted tools with
     its prefix, sub-agents, remember_fact), or None when the agent does not load (with its issues) or uses an MCP
     server without an allowlist."""
-    from thinkflow.config.loader import load_agent
-
     try:
         spec = load_agent(agent_path, env=env)
     except SpecError as error:

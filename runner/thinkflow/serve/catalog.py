@@ -88,7 +88,8 @@ def load_catalog(paths: Iterable[str | os.PathLike[str]], *, approver: Any = Non
         SpecError: any file is invalid (the issues ``validate`` reports), or two agents share a name.
         ToolError, PromptError, MemoryStoreError, ModelError: an agent cannot be built.
     """
-    from thinkflow.config.loader import config_kind, load_agent, validate_paths
+    from thinkflow.config.loader import load_agent
+    from thinkflow.config.validation import config_kind, validate_paths
 
     if builder is None:
         from thinkflow.agent import build as builder

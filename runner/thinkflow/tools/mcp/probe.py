@@ -15,7 +15,8 @@ from thinkflow.tools.mcp.tool import schema_problem
 def mcp_specs(files: Iterable[Path]) -> list[ToolSpec]:
     """The mcp tool specs of the valid tool files in ``files`` and of the tools used by the valid agent files
     (sub-agents included), each server once."""
-    from thinkflow.config.loader import config_kind, load_agent, load_tools
+    from thinkflow.config.loader import load_agent, load_tools
+    from thinkflow.config.validation import config_kind
 
     found: dict[tuple[str, str], ToolSpec] = {}
 

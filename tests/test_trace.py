@@ -245,7 +245,7 @@ def test_a_trace_that_refers_to_a_missing_message_is_a_trace_error(tmp_path):
 
 
 def test_trace_show_neutralises_terminal_escapes(tmp_path):
-    from thinkflow.cli.render import without_control
+    from thinkflow.cli.trace_render import without_control
 
     assert without_control({"a": ["red \x1b[31m!\x07", "ok\n\tnext"]}) == {"a": ["red \ufffd[31m!\ufffd", "ok\n\tnext"]}
     trace = tmp_path / "t.jsonl"

@@ -24,7 +24,7 @@ def _show(path: Path, full: bool, as_json: bool, html: Path | None = None) -> No
 
     from thinkflow.errors import TraceError
     from thinkflow.run.trace import expand_requests, read_trace
-    from thinkflow.cli.render import render_trace
+    from thinkflow.cli.trace_render import render_trace
 
     from thinkflow.redaction import Redactor
 

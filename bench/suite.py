@@ -12,7 +12,8 @@ auto, native, json, react; ``answer_tool`` is native with ``loop.answer_tool``).
 steps and seconds per task, and the failure causes:
 ``wrong tool`` (an expected tool never called, or a tool called on a decoy question), ``wrong arguments`` (tool
 calls answered with invalid/error), ``parse failure`` (unusable replies), ``loop`` (loop_detected), ``gave up``
-(max_steps), ``time`` (timeout or model timeout), ``wrong answer`` (completed, but the value is not in the answer).
+(max_steps), ``time`` (timeout or model timeout), ``model error`` (a model call failed before any tool call: a
+context overflow), ``wrong answer`` (completed, but the value is not in the answer).
 
 Usage::
 
@@ -304,6 +305,8 @@ def cause_of(status: str, called: list[str], returned: list[str], parse_errors: 
         return "time"
     if status == "loop_detected":
         return "loop"
+    if status in ("model_error", "error") and not called:  # the model call failed (a peer's context overflow)
+        return "model error"
     if wrong_tool:
         return "wrong tool"
     if any(s in ("invalid", "error") for s in returned) and status != "completed":

@@ -121,6 +121,7 @@ def test_the_peers_get_thinkflows_own_tools_and_their_calls_are_recorded(tmp_pat
     ("parse_error", ["weather"], ["ok"], "parse failure"),  # smolagents' AgentParsingError
     ("error", ["weather"], ["error"], "wrong arguments"),
     ("completed", [], [], "wrong tool"),
+    ("error", [], [], "model error"),                      # smolagents' AgentGenerationError (context overflow)
 ])
 def test_peer_endings_map_onto_the_same_causes(status, called, returned, cause):
     assert suite.cause_of(status, called, returned, 0, {"weather"}, True) == cause

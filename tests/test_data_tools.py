@@ -278,3 +278,25 @@ def test_dropping_optional_arguments_keeps_what_is_asked_and_explains_the_rest(a
                                                                                  "filter", "region"))
     if "path" in kept and meaning_ok:
         assert check_arguments("query_data", parameters, kept) is None
+
+
+def test_a_range_may_be_one_chained_comparison_and_a_value_may_come_first():
+    # The embedded model wrote "2026-03-01 <= date <= 2026-03-31" for "total sales in March 2026" (issue 15).
+    df = data.parse_dates(pd.read_csv(SALES))
+    march = df[(df.date >= "2026-03-01") & (df.date <= "2026-03-31")]
+    assert len(data.apply_filter(df, "2026-03-01 <= date <= 2026-03-31")) == len(march) > 0
+    assert len(data.apply_filter(df, "'2026-03-01' <= date and date < 2026-04-01")) == len(march)
+    assert data.apply_filter(df, "5 < units").equals(data.apply_filter(df, "units > 5"))
+    with pytest.raises(data.DataToolError, match="no column '1'; columns are: date, region"):
+        data.apply_filter(df, "1 < 2 < 3")  # no column in it: the error lists the columns
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 12), st.integers(0, 12), st.sampled_from(["<", "<=", ">", ">="]),
+       st.sampled_from(["<", "<=", ">", ">="]))
+def test_chained_and_reversed_comparisons_mean_the_same_as_their_plain_form(lo, hi, op1, op2):
+    df = data.parse_dates(pd.read_csv(SALES))
+    flipped = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+    chained = data.apply_filter(df, f"{lo} {op1} units {op2} {hi}")
+    plain = data.apply_filter(df, f"units {flipped[op1]} {lo} and units {op2} {hi}")
+    assert chained.equals(plain)

@@ -30,6 +30,10 @@ _FILTER = re.compile(
     r"""^\s*(?:`(?P<bq>[^`]+)`|"(?P<dq>[^"]+)"|(?P<col>[^=!<>]+?))\s*(?P<op>==|!=|>=|<=|>|<|=)\s*(?P<val>.+?)\s*$"""
 )
 _AND = re.compile(r"\s+and\s+|\s*&&?\s*", re.IGNORECASE)
+#: ``2026-03-01 <= date <= 2026-03-31``: a range written as one chained comparison
+_CHAINED = re.compile(r"^\s*(?P<lo>[^<>=!]+?)\s*(?P<op1><=|<|>=|>)\s*(?P<col>[^<>=!]+?)\s*(?P<op2><=|<|>=|>)\s*"
+                      r"(?P<hi>[^<>=!]+?)\s*$")
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "=": "=", "!=": "!="}
 MAX_RESULT_ROWS = 200
 
 
@@ -160,22 +164,38 @@ def _value(df: Any, column: str, text: str) -> Any:
     return text
 
 
+def _conditions(df: Any, part: str) -> list[tuple[str, str, str]]:
+    """``[(column, op, value text)]`` of one condition of a filter: ``column op value``; ``value op column`` (read
+    as ``column flipped-op value``); or ``low op column op high`` (two conditions). Raises DataToolError when
+    ``part`` is none of these."""
+    chained = _CHAINED.match(part)
+    if chained and _has_column(df, chained.group("col").strip()):
+        column = chained.group("col").strip()
+        return [(column, _FLIPPED[chained.group("op1")], chained.group("lo")), (column, chained.group("op2"),
+                                                                               chained.group("hi"))]
+    match = _FILTER.match(part)
+    if not match:
+        raise DataToolError(f"cannot read filter {part!r}; write conditions as <column> <op> <value> with op "
+                            "one of == != > >= < <=, joined with ' and '; columns are: "
+                            + ", ".join(str(c) for c in df.columns))
+    name, op, value = (match.group("bq") or match.group("dq") or match.group("col")).strip(), match.group("op"), \
+        match.group("val")
+    if not _has_column(df, name) and _has_column(df, value.strip().strip("`\"")):
+        return [(value.strip().strip("`\""), _FLIPPED[op], name)]  # 2026-03-01 <= date
+    return [(name, op, value)]
+
+
 def apply_filter(df: Any, expression: str) -> Any:
     """Rows of ``df`` matching ``expression``: conditions ``column op value`` (op one of == = != > >= < <=;
-    string values may be quoted, compared ignoring case; date columns compare as dates) joined with ``and``.
+    string values may be quoted, compared ignoring case; date columns compare as dates; also ``value op column``
+    and ``low <= column <= high``, see :func:`_conditions`) joined with ``and``.
     Raises DataToolError for anything else, and for a text comparison that matches no value of the column (the
     error lists the column's values)."""
     mask = None
-    for part in _AND.split(expression.strip()):
-        match = _FILTER.match(part)
-        if not match:
-            raise DataToolError(f"cannot read filter {part!r}; write conditions as <column> <op> <value> with op "
-                                "one of == != > >= < <=, joined with ' and '; columns are: "
-                                + ", ".join(str(c) for c in df.columns))
-        column = _column(df, (match.group("bq") or match.group("dq") or match.group("col")).strip())
-        value = _value(df, column, match.group("val"))
+    for name, op, text in (c for part in _AND.split(expression.strip()) for c in _conditions(df, part)):
+        column = _column(df, name)
+        value = _value(df, column, text)
         series = df[column]
-        op = match.group("op")
         if isinstance(value, str):
             if op not in ("==", "=", "!="):
                 raise DataToolError(f"operator {op!r} needs a number or a date; got {value!r}")

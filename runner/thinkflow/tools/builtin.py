@@ -40,25 +40,20 @@ ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?
 PERIODS = ("month", "quarter", "year")
 
 
-def _with_value_parameters(props: dict[str, Any], categories: dict[str, tuple[str, ...]],
-                           dated: tuple[str, ...] = ()) -> dict[str, Any]:
+def _with_value_parameters(props: dict[str, Any], categories: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     """``props`` with one ``{column: enum of its values}`` parameter per category column placed before
     ``filter``; a column whose name is already a parameter is left to ``filter``. The enum starts with
     :data:`~thinkflow.tools.data.ALL` (every row), unless that is one of the column's values: a small model fills
-    every parameter it sees, and picks the first value of an enum when the question names none. For a date column
-    (in ``dated``) the values are its years and months (``2026``, ``2026-03``): "the total in March 2026" is
-    ``date: 2026-03``, where a small model did not write the date-range filter."""
+    every parameter it sees, and picks the first value of an enum when the question names none."""
     out: dict[str, Any] = {}
     for key, prop in props.items():
         if key == "filter":
             for column, values in categories.items():
                 if column not in props:
                     every = [] if data.ALL in {v.casefold() for v in values} else [data.ALL]
-                    what = (f"year (YYYY) or month (YYYY-MM) of {column}" if column in dated else
-                            f"{column}")
                     out[column] = {"type": "string", "enum": every + list(values),
-                                   "description": f"Keep only the rows of this {what} ({data.ALL}: every "
-                                   f"{'date' if column in dated else column})."}
+                                   "description": f"Keep only the rows of this {column} ({data.ALL}: every "
+                                   f"{column})."}
         out[key] = prop
     return out
 
@@ -81,8 +76,6 @@ class BuiltinTool:
     """Text columns of the data file with few values (``{"region": ("East", "North", ...)}``); ``query_data``
     gets one enum parameter per column (``"region": "North"`` keeps that region's rows), which a small model fills
     from the question's own words far more reliably than a filter expression."""
-    dated: tuple[str, ...] = ()
-    """The date columns among :attr:`categories` (their values are years and months)."""
     periods: tuple[str, ...] = ()
     """Period names ("month", "quarter", "year") the data file's date column can be grouped by; they join the enum
     of ``query_data.group_by``, which reads ``group_by: month`` as the month of the date column."""
@@ -112,8 +105,7 @@ class BuiltinTool:
         names = COLUMN_PARAMETERS.get(self.spec.name, ())
         if not self.columns or not names:
             return schema
-        key = (id(schema), self.columns, self.numeric_columns, self.periods, tuple(self.categories.items()),
-               self.dated)
+        key = (id(schema), self.columns, self.numeric_columns, self.periods, tuple(self.categories.items()))
         cached = getattr(self, "_bound", None)
         if cached is None or cached[0] != key:  # one object while the columns stay: validators are cached by it
             cached = self._bound = (key, self._bind(schema, names))
@@ -129,7 +121,7 @@ class BuiltinTool:
                     values += self.periods
                 props[name] = {**props[name], "enum": values}
         if self.spec.name == "query_data" and self.categories:
-            props = _with_value_parameters(props, self.categories, self.dated)
+            props = _with_value_parameters(props, self.categories)
         return {**schema, "properties": props}
 
     def _function(self) -> Callable[..., Any]:
@@ -203,8 +195,7 @@ class CsvColumns:
         numeric: the columns whose values all read as numbers.
         dates: the columns whose values all read as ISO dates (``YYYY-MM-DD``, a time may follow).
         categories: text columns with at most :data:`MAX_CATEGORIES` distinct values, with those values in
-            sorted order; and date columns with their years then months (``2026``, ``2026-01``, ...), or their
-            years alone when there are too many months.
+            sorted order.
     """
 
     names: list[str] = field(default_factory=list)
@@ -241,10 +232,6 @@ def csv_columns(path: Path) -> CsvColumns:
             out.numeric.append(name)
         elif all(ISO_DATE.match(v) for v in head):
             out.dates.append(name)
-            years, months = sorted({v[:4] for v in values}), sorted({v[:7] for v in values})
-            periods = years + months if len(years) + len(months) <= MAX_CATEGORIES else years
-            if len(periods) <= MAX_CATEGORIES:
-                out.categories[name] = periods
         elif len(distinct := set(values)) <= MAX_CATEGORIES:
             out.categories[name] = sorted(distinct)
     return out
@@ -262,20 +249,19 @@ def bind_dataset_columns(toolbox: Any, spec: Any) -> tuple[str, ...]:
     columns: list[str] = []
     numeric: list[str] = []
     categories: dict[str, list[str]] = {}
-    dates: list[str] = []
+    dated = False
     for path in named_csv_files(spec):
         found = csv_columns(path)
         columns += [c for c in found.names if c not in columns]
         numeric += [c for c in found.numeric if c not in numeric]
         for name, values in found.categories.items():
             categories[name] = sorted(set(categories.get(name, [])) | set(values))
-        dates += [c for c in found.dates if c not in dates]
+        dated = dated or bool(found.dates)
     if columns:
-        periods = tuple(p for p in PERIODS if dates and p not in columns)
+        periods = tuple(p for p in PERIODS if dated and p not in columns)
         for name in COLUMN_PARAMETERS:
             tool = toolbox.get(name) if hasattr(toolbox, "get") else None
             if isinstance(tool, BuiltinTool):
                 tool.columns, tool.numeric_columns, tool.periods = tuple(columns), tuple(numeric), periods
                 tool.categories = {k: tuple(v) for k, v in categories.items() if len(v) <= MAX_CATEGORIES}
-                tool.dated = tuple(d for d in dates if d in tool.categories)
     return tuple(columns)

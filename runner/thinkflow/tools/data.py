@@ -224,16 +224,8 @@ def _equal(series: Any, column: str, value: str) -> Any:
 
 
 def keep_value(df: Any, column: str, value: str) -> Any:
-    """The rows of ``df`` whose ``column`` is ``value`` (text, ignoring case); for a date column, the rows of that
-    year, month or day (``2026``, ``2026-03``, ``2026-03-15``: the ISO date starts with it). Raises DataToolError
-    as :func:`_equal`, or when no date is in that period."""
-    if column in date_columns(df):
-        mask = df[column].dt.strftime("%Y-%m-%d").str.startswith(value.strip())
-        if not mask.any():
-            first, last = df[column].min(), df[column].max()
-            raise DataToolError(f"no row of {column} is in {value!r}; the dates run from {_plain(first)} to "
-                                f"{_plain(last)}")
-        return df[mask]
+    """The rows of ``df`` whose ``column`` is ``value`` (text, ignoring case). Raises DataToolError as
+    :func:`_equal`."""
     return df[_equal(df[column], column, value)]
 
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from thinkflow.config.builtin_tools import PARAMETERS
 from thinkflow.config.loader import load_agent
-from thinkflow.tools import Toolbox, build_tool
+from thinkflow.tools import Toolbox, build_tool, data
 from thinkflow.tools.approval import auto_approver
 from thinkflow.tools.data import AGG_ALIASES
 from thinkflow.tools.builtin import bind_dataset_columns, builtin_specs, csv_header, named_csv_files

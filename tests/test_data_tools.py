@@ -291,3 +291,34 @@ def test_chained_and_reversed_comparisons_mean_the_same_as_their_plain_form(lo, 
     chained = data.apply_filter(df, f"{lo} {op1} units {op2} {hi}")
     plain = data.apply_filter(df, f"units {flipped[op1]} {lo} and units {op2} {hi}")
     assert chained.equals(plain)
+
+
+def test_what_a_fresh_user_tried_gets_a_clear_answer(ws, tmp_path):
+    """Bad inputs a new user tried through `thinkflow tools call` (review of 2026-12-01): a month written as a
+    date, an 'or', a filter that keeps nothing, a chart path under a file, a title with dollar signs."""
+    box, df, root = ws
+    march = df[df.date.dt.strftime("%Y-%m") == "2026-03"]
+    assert call(box, column="sales", filter="date == 2026-03") == [{"sum_sales": pytest.approx(march.sales.sum())}]
+    assert call(box, agg="count", filter="date <= 2026-03") == [{"count": int((df.date < "2026-04-01").sum())}]
+    either = box.call("query_data", {"path": "examples/sales.csv", "filter": "region == West or region == East"})
+    assert either.status == "error" and "can only be joined with 'and'" in either.text
+    none = box.call("query_data", {"path": "examples/sales.csv", "column": "sales", "filter": "units > 1000"})
+    assert (none.status, none.text) == ("error", "no rows match filter 'units > 1000'")
+    under_a_file = box.call("plot_chart", {"path": "examples/sales.csv", "x": "region", "y": "sales",
+                                           "output": "examples/sales.csv/x.png"})
+    assert under_a_file.status == "error" and under_a_file.text.startswith(
+        "cannot write the chart to examples/sales.csv/x.png: ")
+    dollars = box.call("plot_chart", {"path": "examples/sales.csv", "x": "region", "y": "sales",
+                                      "title": "$\\notacommand$ and Sales ($)"})
+    assert dollars.status == "ok", dollars.text
+
+
+def test_tools_call_with_an_agent_sees_the_schemas_a_run_sends():
+    """`thinkflow tools call --agent` builds its toolbox with Toolbox.from_agent, as a run does: the data file's
+    columns and values are bound there (they were only bound in agent.build, so `region=Nord` was 'ignored')."""
+    spec = load_agent(ROOT / "agents.d" / "data_analyst.yaml")
+    box = Toolbox.from_agent(spec)
+    props = {d["name"]: d["parameters"] for d in box.describe()}["query_data"]["properties"]
+    assert props["region"]["enum"][:2] == ["all", "East"]
+    nord = box.call("query_data", {"path": "examples/sales.csv", "column": "sales", "region": "Nord"})
+    assert nord.status == "invalid" and '"North"' in nord.text

@@ -140,10 +140,7 @@ def build(
     if client is None:
         resolved, notice = resolve_model(spec.model, override=model)
         client = build_client(spec.model, override=model, on_progress=on_progress)
-    toolbox = Toolbox.from_agent(spec, approver=approver)
-    from thinkflow.tools.builtin import bind_dataset_columns
-
-    bind_dataset_columns(toolbox, spec)  # the data file the prompt names: its columns become enums
+    toolbox = Toolbox.from_agent(spec, approver=approver)  # the prompt's data file: its columns become enums
     if spec.agents:
         add_subagents(toolbox, spec, build=build, approver=approver, on_progress=on_progress,
                       memory_dir=memory_dir, model=model, client=client if share_client else None)

@@ -84,13 +84,18 @@ def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: st
     except WorkspaceError as exc:
         return ToolResult("denied", str(exc))
     time_axis = x_col in date_columns(df) and not period
-    fig = draw_chart(kind, xs, ys, time_axis=time_axis, x_label=x_label, y_label=y_label,
-                     title=title or f"{y_label} by {x_label}")
+    plain = (title or f"{y_label} by {x_label}").replace("$", r"\$")  # a "$" is text, never matplotlib mathtext
+    fig = draw_chart(kind, xs, ys, time_axis=time_axis, x_label=x_label.replace("$", r"\$"),
+                     y_label=y_label.replace("$", r"\$"), title=plain)
     points = len(xs)
     png = io.BytesIO()
     fig.savefig(png, format="png")
-    atomic_write_bytes(target, png.getvalue())
     rel = target.relative_to(root.resolve()).as_posix()
+    try:
+        atomic_write_bytes(target, png.getvalue())
+    except OSError as exc:  # a parent that is a file, a full disk: say which path, not a traceback
+        raise DataToolError(f"cannot write the chart to {rel}: {exc.strerror or exc}; give output a .png path in "
+                            "a folder of the workspace") from exc
     text = f"saved {kind} chart of {y_label} by {x_label} ({points} points) to {rel}{note}"
     if agg and points <= MAX_LISTED_POINTS:  # the plotted numbers, for an answer that quotes them
         text += "\n" + "; ".join(f"{_shown(x)}: {_shown(y)}" for x, y in zip(xs, ys))

@@ -30,6 +30,7 @@ _FILTER = re.compile(
     r"""^\s*(?:`(?P<bq>[^`]+)`|"(?P<dq>[^"]+)"|(?P<col>[^=!<>]+?))\s*(?P<op>==|!=|>=|<=|>|<|=)\s*(?P<val>.+?)\s*$"""
 )
 _AND = re.compile(r"\s+and\s+|\s*&&?\s*", re.IGNORECASE)
+_OR = re.compile(r"\s+or\s+|\|\|?", re.IGNORECASE)
 #: ``2026-03-01 <= date <= 2026-03-31``: a range written as one chained comparison
 _CHAINED = re.compile(r"^\s*(?P<lo>[^<>=!]+?)\s*(?P<op1><=|<|>=|>)\s*(?P<col>[^<>=!]+?)\s*(?P<op2><=|<|>=|>)\s*"
                       r"(?P<hi>[^<>=!]+?)\s*$")
@@ -185,18 +186,40 @@ def _conditions(df: Any, part: str) -> list[tuple[str, str, str]]:
     return [(name, op, value)]
 
 
+def _date_period(text: str) -> Any:
+    """The length of the period a partial date names (``2026`` a year, ``2026-03`` a month) as a pandas offset, or
+    None for a full date."""
+    pd = _pandas()
+    text = text.strip().strip("'\"")
+    if re.fullmatch(r"\d{4}", text):
+        return pd.DateOffset(years=1)
+    if re.fullmatch(r"\d{4}-\d{1,2}", text):
+        return pd.DateOffset(months=1)
+    return None
+
+
 def apply_filter(df: Any, expression: str) -> Any:
     """Rows of ``df`` matching ``expression``: conditions ``column op value`` (op one of == = != > >= < <=;
     string values may be quoted, compared ignoring case; date columns compare as dates; also ``value op column``
-    and ``low <= column <= high``, see :func:`_conditions`) joined with ``and``.
+    and ``low <= column <= high``, see :func:`_conditions`; a year or month of a date column, ``date == 2026-03``,
+    is that whole period, and ``date <= 2026-03`` runs to its end) joined with ``and``.
     Raises DataToolError for anything else, and for a text comparison that matches no value of the column (the
     error lists the column's values)."""
+    if _OR.search(expression):
+        raise DataToolError(f"cannot read filter {expression!r}: conditions can only be joined with 'and'; for "
+                            "either of two values, make one query per value (or group_by that column)")
     mask = None
     for name, op, text in (c for part in _AND.split(expression.strip()) for c in _conditions(df, part)):
         column = _column(df, name)
         value = _value(df, column, text)
         series = df[column]
-        if isinstance(value, str):
+        period = _date_period(text) if column in date_columns(df) else None
+        if period is not None:  # "date == 2026-03": all of March; "date <= 2026-03": up to its end
+            start, end = value, value + period
+            cond = {"==": (series >= start) & (series < end), "=": (series >= start) & (series < end),
+                    "!=": (series < start) | (series >= end), ">=": series >= start, ">": series >= end,
+                    "<": series < start, "<=": series < end}[op]
+        elif isinstance(value, str):
             if op not in ("==", "=", "!="):
                 raise DataToolError(f"operator {op!r} needs a number or a date; got {value!r}")
             cond = _equal(series, column, value)
@@ -276,6 +299,9 @@ def query(df: Any, group_by: str | None = None, column: str | None = None, agg: 
             df = keep_value(df, name, str(value))
     if filter:
         df = apply_filter(df, filter)
+    if df.empty and (filter or where):  # a total of 0.0 or a mean of NaN would read like an answer
+        asked = [f"{k} {v!r}" for k, v in (where or {}).items()] + ([f"filter {filter!r}"] if filter else [])
+        raise DataToolError(f"no rows match {' and '.join(asked)}")
     column = _column(df, column) if column else None
     if agg is not None:
         agg = AGG_ALIASES.get(str(agg).lower(), str(agg).lower())
@@ -338,7 +364,7 @@ def query_data(root: Path, path: str, group_by: str | None = None, column: str |
     table = result.to_string(index=False) if len(result) else "(no rows match)"
     aggregated = len(result.columns) and str(result.columns[-1]).startswith(tuple(AGGS))
     text = table if aggregated else f"{len(result)} rows\n{table}"  # "4 rows" above 4 groups was read as the answer
-    for line in (_extremes(result), _total(result)):
+    for line in (_extremes(result), _total(result)) if not top else ():  # after top, only the rows it kept
         if line:
             text += "\n" + line
     text += note

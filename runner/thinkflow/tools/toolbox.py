@@ -24,7 +24,7 @@ from thinkflow.text import closest
 from thinkflow.config.spec import AgentSpec, ToolRef, ToolSpec
 from thinkflow.tools.approval import Approver
 from thinkflow.tools.base import RunAware, RunInfo, Tool, ToolResult
-from thinkflow.tools.builtin import BuiltinTool, builtin_specs
+from thinkflow.tools.builtin import BuiltinTool, bind_dataset_columns, builtin_specs
 from thinkflow.tools.http import HttpTool
 from thinkflow.tools.python import PythonTool, error_result
 from thinkflow.tools.shell import ShellTool
@@ -126,7 +126,9 @@ class Toolbox:
     def from_agent(cls, agent: AgentSpec, *, approver: Approver | None = None) -> "Toolbox":
         """Build every tool the agent names (``agent.tools`` resolved through ``agent.tool_specs``); built-ins get
         ``agent.workspace`` as root; an MCP server gives its allowlisted tools, each under the agent's rules for
-        the server. Raises ToolError when a tool cannot be built (an MCP server that does not start included)."""
+        the server; the data built-ins get the columns of the CSV file the agent's prompt names
+        (:func:`~thinkflow.tools.builtin.bind_dataset_columns`), so ``thinkflow tools call --agent`` sees the schemas
+        a run sends. Raises ToolError when a tool cannot be built (an MCP server that does not start included)."""
         tools: dict[str, Tool] = {}
         refs: dict[str, ToolRef] = {}
         names = [ref.name for ref in agent.tools] or list(agent.tool_specs)
@@ -143,7 +145,9 @@ class Toolbox:
                                     f"{name!r}); give the MCP server a prefix")
                 tools[tool.spec.name] = tool
                 refs[tool.spec.name] = ref
-        return cls(tools, refs, approver)
+        box = cls(tools, refs, approver)
+        bind_dataset_columns(box, agent)  # the data file the prompt names: its columns become enums
+        return box
 
     def names(self) -> list[str]:
         """Tool names, in the agent's order."""

@@ -1,7 +1,7 @@
 """The data built-ins ``read_csv`` and ``query_data`` over CSV files in the workspace, and the grouping that
 ``plot_chart`` (:mod:`thinkflow.tools.charts`) draws.
 
-pandas is optional and imported here, lazily, inside the functions (matplotlib likewise, in charts.py). Filters are parsed here (``column op value`` joined by ``and``), never passed to ``eval`` or
+pandas is optional and imported lazily (:mod:`thinkflow.tools.frame`; matplotlib likewise, in charts.py). Filters are parsed here (``column op value`` joined by ``and``), never passed to ``eval`` or
 ``DataFrame.query``. Text columns whose every value is an ISO date (``2026-03-01``) are read as dates, so
 ``query_data`` and ``plot_chart`` can group them by month, quarter or year (``period``) and filters compare them as
 dates (``date >= 2026-03-01``). Every error names the fix: the columns, the accepted values.
@@ -13,9 +13,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from thinkflow.text import closest
 from thinkflow.tools.base import ToolResult
-from thinkflow.tools.files import WorkspaceError, resolve_in
+from thinkflow.tools.files import WorkspaceError
+from thinkflow.tools.frame import (DataToolError, _column, _has_column, _load, _pandas, _plain, date_columns,  # noqa: F401
+                                   parse_dates)
 
 ALL = "all"
 """The value of a text-column parameter (``region: all``) that keeps every row."""
@@ -25,7 +26,6 @@ AGG_ALIASES = {"avg": "mean", "average": "mean", "total": "sum", "minimum": "min
 PERIODS = ("day", "month", "quarter", "year")
 _PERIOD_CODES = {"day": "D", "month": "M", "quarter": "Q", "year": "Y"}
 _DATE_VALUE = re.compile(r"^\d{4}(-\d{1,2}(-\d{1,2})?)?([ T]\d{1,2}:\d{2}(:\d{2})?)?$")
-_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$")
 _FILTER = re.compile(
     r"""^\s*(?:`(?P<bq>[^`]+)`|"(?P<dq>[^"]+)"|(?P<col>[^=!<>]+?))\s*(?P<op>==|!=|>=|<=|>|<|=)\s*(?P<val>.+?)\s*$"""
 )
@@ -36,53 +36,6 @@ _CHAINED = re.compile(r"^\s*(?P<lo>[^<>=!]+?)\s*(?P<op1><=|<|>=|>)\s*(?P<col>[^<
                       r"(?P<hi>[^<>=!]+?)\s*$")
 _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "=": "=", "!=": "!="}
 MAX_RESULT_ROWS = 200
-
-
-class DataToolError(ValueError):
-    """Bad arguments for a data tool (unknown column, bad filter, ...)."""
-
-
-def _pandas() -> Any:
-    try:
-        import pandas
-    except ImportError as exc:
-        raise DataToolError("this tool needs pandas, which is not installed (pip install pandas)") from exc
-    return pandas
-
-
-def _load(root: Path, path: str) -> tuple[Any, Path]:
-    pd = _pandas()
-    target = resolve_in(root, path)
-    if not target.is_file():
-        raise DataToolError(f"no such file: {path}")
-    try:
-        df = pd.read_csv(target)
-    except Exception as exc:
-        raise DataToolError(f"cannot read {path} as CSV: {exc}") from exc
-    return parse_dates(df), target
-
-
-def parse_dates(df: Any) -> Any:
-    """``df`` with every text column whose non-empty values all look like ISO dates (``2026-03-01``, optionally
-    with a time) converted to datetimes."""
-    pd = _pandas()
-    for col in df.columns:
-        series = df[col]
-        if not (series.dtype == object or pd.api.types.is_string_dtype(series)):
-            continue
-        values = series.dropna().astype(str)
-        if values.empty or not values.head(50).map(lambda v: bool(_ISO_DATE.match(v))).all():
-            continue
-        parsed = pd.to_datetime(series, errors="coerce")
-        if parsed.notna().sum() == len(values):
-            df[col] = parsed
-    return df
-
-
-def date_columns(df: Any) -> list[str]:
-    """Names of the datetime columns of ``df``."""
-    pd = _pandas()
-    return [str(c) for c in df.columns if pd.api.types.is_datetime64_any_dtype(df[c])]
 
 
 def _period_key(df: Any, column: str, period: str) -> Any:
@@ -116,22 +69,6 @@ def _group_key(df: Any, group_by: str | None, period: str | None) -> tuple[str |
                                 f"{', '.join(str(c) for c in df.columns)}")
         group_by = dates[0]
     return (_column(df, group_by) if group_by else None), period
-
-
-def _has_column(df: Any, name: str) -> bool:
-    return name.lower() in {str(c).lower() for c in df.columns}
-
-
-def _column(df: Any, name: str) -> str:
-    if name in df.columns:
-        return name
-    lowered = {str(c).lower(): c for c in df.columns}
-    if name.lower() in lowered:
-        return lowered[name.lower()]
-    close = closest(name, df.columns)
-    hint = f" (did you mean {close!r}?)" if close else ""
-    columns = ", ".join(str(c) for c in df.columns)
-    raise DataToolError(f"no column {name!r}{hint}; columns are: {columns}")
 
 
 def _unfold_aggregate(df: Any, y: str, agg: str | None) -> tuple[str, str | None]:
@@ -263,15 +200,6 @@ def read_csv(root: Path, path: str, rows: int = 5) -> ToolResult:
     if rows:
         lines += [f"first {min(rows, len(df))} rows:", df.head(rows).to_string(index=False)]
     return ToolResult("ok", "\n".join(lines), {"rows": len(df), "columns": [str(c) for c in df.columns]})
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-ready scalar: numpy numbers as Python numbers, timestamps as ISO text (the date alone at
-    midnight)."""
-    if hasattr(value, "isoformat"):
-        text = value.isoformat()
-        return text[:10] if text.endswith("T00:00:00") else text
-    return value.item() if hasattr(value, "item") else value
 
 
 def _records(frame: Any) -> list[dict[str, Any]]:

@@ -34,7 +34,7 @@ def spec_for(model: str, api_base: str | None, tmp_path: Path, *, style: str = "
         prompt=PromptSpec(text="You are a tester."),
         tools=(ToolRef("calculator"),),
         workspace=tmp_path,
-        loop=LoopSpec(style=style, max_steps=4),
+        loop=LoopSpec(style=style, max_steps=4, retry_after_error=False),
     )
 
 

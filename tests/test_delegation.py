@@ -30,6 +30,7 @@ def model(server) -> ModelSpec:
 def agent_spec(server, tmp_path: Path, name: str, *, tools=(), agents=(), max_depth=3, prompt=None,
                **loop) -> AgentSpec:
     loop.setdefault("style", "native")
+    loop.setdefault("retry_after_error", False)  # a failed sub-agent answered once: the delegation, not the retry
     return AgentSpec(
         name=name,
         description=f"The {name} agent.",

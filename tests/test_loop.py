@@ -11,6 +11,7 @@ from scripted_servers import error, hang, text, tool_calls
 
 from thinkflow.agent import build
 from thinkflow.run.loop import run
+from thinkflow.run.answer_checks import cut_off_request
 from thinkflow.run.answer_files import missing_files_request
 from thinkflow.run.tool_calls import DUPLICATE_CALL
 from thinkflow.run.session import Session
@@ -169,7 +170,7 @@ def test_unknown_tool_and_bad_arguments_become_observations(openai_server, tmp_p
         tool_calls([("web_search", {"q": "x"}, "u1"), ("calculator", "{not json", "u2")]),
         text("done"),
     )
-    result, _ = go(make_spec(openai_server, tmp_path), "x", tmp_path)
+    result, _ = go(make_spec(openai_server, tmp_path, retry_after_error=False), "x", tmp_path)
     assert result.status == "completed"
     unknown, bad = openai_server.requests[1]["messages"][-2:]
     assert unknown["tool_call_id"] == "u1"
@@ -456,6 +457,49 @@ def test_files_in_answers_are_not_checked_unless_asked_or_when_they_exist(openai
     assert (result.answer, result.steps, [e for e in events if e.type == "warning"]) == ("see real.csv", 1, [])
 
 
+# ------------------------------------------------------------------------------------------------ answer checks
+
+
+def test_a_reply_cut_off_at_the_token_limit_is_sent_back_once(openai_server, tmp_path):
+    openai_server.push(text("To compute the interest we use the formula A = P(1 + r)", finish_reason="length"),
+                       tool_calls([("calculator", {"expression": "1000 * 1.05 ** 3"}, "c1")]),
+                       text("1157.63"))
+    result, events = go(make_spec(openai_server, tmp_path), "1000 at 5% for 3 years?", tmp_path)
+    assert (result.status, result.answer, result.steps, result.tool_calls) == ("completed", "1157.63", 3, 1)
+    assert openai_server.requests[1]["messages"][-1] == {"role": "user", "content": cut_off_request(None)}
+    assert [(e.code, e.step) for e in events if e.type == "warning"] == [("cut_off", 1)]
+    openai_server.push(text("first cut", finish_reason="length"), text("second cut", finish_reason="length"))
+    again, events = go(make_spec(openai_server, tmp_path), "x", tmp_path)
+    assert (again.status, again.answer, again.steps) == ("completed", "second cut", 2)  # once, then a warning
+    assert [e.message for e in events if e.type == "warning"] == [
+        "the final answer was cut off at the token limit; sent back to the model",
+        "the final answer was cut off at the token limit"]
+
+
+def test_an_answer_right_after_a_failed_call_is_sent_back_with_the_error(openai_server, tmp_path):
+    openai_server.push(tool_calls([("calculator", {"expression": "2 * port"}, "c1")]),
+                       text("The calculator does not support the variable port."),
+                       tool_calls([("calculator", {"expression": "2 * 8080"}, "c2")]),
+                       text("16160"))
+    result, events = go(make_spec(openai_server, tmp_path), "port 8080 times 2?", tmp_path)
+    assert (result.status, result.answer, result.steps, result.tool_calls) == ("completed", "16160", 4, 2)
+    error = openai_server.requests[1]["messages"][-1]["content"]
+    assert error.startswith("unknown name 'port'")
+    assert openai_server.requests[2]["messages"][-1] == {"role": "user", "content": (
+        f"Your last tool call failed:\n- calculator: {error}\nFix the arguments as the error says and call the tool "
+        "again. Answer without the tool only if the error shows that it cannot answer the question.")}
+    assert [(e.code, e.step) for e in events if e.type == "warning"] == [("failed_call", 2)]
+
+
+def test_answers_after_mixed_or_denied_calls_or_with_the_retry_off_are_taken(openai_server, tmp_path):
+    openai_server.push(tool_calls([("calculator", {"expression": "1/0"}, "a"), ("calculator", {"expression": "2"}, "b")]),
+                       text("2, and 1/0 is undefined"))
+    assert go(make_spec(openai_server, tmp_path), "x", tmp_path)[0].steps == 2  # one call succeeded
+    openai_server.push(tool_calls([("calculator", {"expression": "1/0"}, "a")]), text("undefined"))
+    result, events = go(make_spec(openai_server, tmp_path, retry_after_error=False), "x", tmp_path)
+    assert (result.answer, result.steps, [e for e in events if e.type == "warning"]) == ("undefined", 2, [])
+
+
 # ------------------------------------------------------------------------------------------------ interrupt, trace
 
 
@@ -596,7 +640,7 @@ class MeetingTool:
 @pytest.mark.parametrize("parallel_safe", [True, False])
 def test_parallel_safe_calls_run_concurrently(openai_server, tmp_path, parallel_safe):
     openai_server.push(tool_calls([("meet", {"who": "ann"}, "m1"), ("meet", {"who": "bob"}, "m2")]), text("ok"))
-    agent = build(make_spec(openai_server, tmp_path, tools=()))
+    agent = build(make_spec(openai_server, tmp_path, tools=(), retry_after_error=False))
     tool = MeetingTool(parallel_safe)
     agent.toolbox.add(tool)
     result = run(agent, "meet", trace_dir=tmp_path / "runs")

@@ -367,6 +367,50 @@ def test_native_bare_function_shape_recovered():
     assert calls_of(native(text)) == [("calculator", {"expression": "7"})]
 
 
+@pytest.mark.parametrize("reply, expected", [
+    ('final_answer({"answer": "The capital of France is Paris."})', "The capital of France is Paris."),
+    ('final_answer("The sum is 44.")', "The sum is 44."),
+    ("final_answer(answer='ok')", "ok"),
+    ('```python\nfinal_answer("44")\n```', "44"),
+    ('final_answer\n{"answer": "unknown key \'widgets\'"}', "unknown key 'widgets'"),  # name, then the object
+])
+def test_a_reply_that_is_one_final_answer_call_is_the_answer(reply, expected):
+    # Qwen2.5-Coder 1.5B under loop.answer_tool wrote its final_answer call as Python-style text
+    for style in ("native", "json", "react"):
+        action = parse_reply(reply, style=style, tools=TOOLS)
+        assert isinstance(action, FinalAnswer) and action.text == expected, (style, action)
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ('calculator({"expression": "17 * 23"})', [("calculator", {"expression": "17 * 23"})]),
+    ('calculator("2 ** 5")', [("calculator", {"expression": "2 ** 5"})]),  # the only required parameter
+    ('search(query="oslo", limit=3, exact=True)', [("search", {"query": "oslo", "limit": 3, "exact": True})]),
+    ('search({"query": "x", "exact": true})', [("search", {"query": "x", "exact": True})]),
+    ('search: {"query": "y"}', [("search", {"query": "y"})]),
+])
+def test_a_reply_that_is_one_python_style_tool_call_runs_it(reply, expected):
+    assert calls_of(native(reply)) == expected
+
+
+@pytest.mark.parametrize("reply", [
+    "print(x)",                                     # not a tool
+    "calculator(x)",                                # a name, not a literal
+    'calculator("1")("2")',                         # a call of a call
+    "calculator(*args)",
+    'Note: {"expression": "2"}',                    # a word before a colon that names no tool
+    'The result is calculator("2+2") = 4.',          # a call inside prose
+    "calculator(" + "(" * 300 + ")" * 300 + ")",    # nesting past Python's parser limit
+])
+def test_replies_that_only_look_like_calls_are_not_run(reply):
+    assert isinstance(native(reply), FinalAnswer)
+
+
+def test_a_call_with_arguments_nested_too_deep_is_refused_with_the_reason():
+    action = native("calculator(" + "[" * 300 + "]" * 300 + ")")
+    assert isinstance(action, ToolAction) and action.calls[0].arguments == {}
+    assert "nested deeper than 100 levels" in action.errors[action.calls[0].id]
+
+
 def test_native_action_shape_recovered():
     assert calls_of(native('{"action": "search", "action_input": {"query": "z"}}')) == [("search", {"query": "z"})]
 

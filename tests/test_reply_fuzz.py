@@ -182,6 +182,26 @@ def test_every_cut_off_argument_string_is_refused_as_truncated(args, data, ascii
     assert decode_arguments(encoded) == json.loads(encoded)
 
 
+CALL_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=20),
+                           lambda inner: st.lists(inner, max_size=3), max_leaves=6)
+
+
+@FUZZ
+@given(args=st.dictionaries(st.sampled_from(["query", "limit", "page"]), CALL_VALUES, min_size=1, max_size=3),
+       answer=st.text(max_size=40), spelling=st.sampled_from(["json", "python"]), style=STYLES)
+def test_python_style_calls_carry_exactly_their_arguments(args, answer, spelling, style):
+    """A reply that is one call ``search(...)`` (JSON or Python keywords) runs search with exactly those
+    arguments; ``final_answer("...")`` is exactly that answer."""
+    args = {"query": "q", **args}
+    inner = json.dumps(args) if spelling == "json" else ", ".join(f"{k}={v!r}" for k, v in args.items())
+    action = parse_reply(f"search({inner})", style=style, tools=TOOLS)
+    assert isinstance(action, ToolAction) and [(c.name, c.arguments) for c in action.calls] == [("search", args)]
+    final = parse_reply(f"final_answer({json.dumps(answer)})", style=style, tools=TOOLS)
+    assert isinstance(final, (FinalAnswer, ParseFailure))
+    if answer.strip():
+        assert isinstance(final, FinalAnswer) and final.text == answer.strip()
+
+
 @FUZZ
 @given(reply=any_reply, style=STYLES, names=st.lists(st.sampled_from(TOKENS + ["None", "search"]), max_size=3))
 def test_parse_reply_with_native_calls_never_raises(reply, style, names):

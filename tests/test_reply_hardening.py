@@ -178,7 +178,7 @@ def test_deep_native_arguments_through_the_loop(openai_server, tmp_path):
     # streamed: LiteLLM's non-streamed response conversion json.loads the arguments itself and lets RecursionError
     # escape as "Invalid response object" (a model_error); streamed replies reach our decoder.
     openai_server.push(tool_calls([("calculator", '{"expression": ' + "[" * 3000, "c1")]), text("gave up"))
-    result, events = go(make_spec(openai_server, tmp_path, stream=True), "x", tmp_path)
+    result, events = go(make_spec(openai_server, tmp_path, stream=True, retry_after_error=False), "x", tmp_path)
     assert (result.status, result.answer) == ("completed", "gave up")
     returned = [e for e in events if e.type == "tool_returned"]
     assert [(e.status, e.observation.split(";")[0]) for e in returned] == [
@@ -326,7 +326,7 @@ def test_complete_near_json_is_still_repaired():
 
 def test_truncated_native_call_is_not_run(openai_server, tmp_path):
     openai_server.push(tool_calls([("calculator", '{"expression": "17*', "c1")]), text("sorry"))
-    result, events = go(make_spec(openai_server, tmp_path), "x", tmp_path)
+    result, events = go(make_spec(openai_server, tmp_path, retry_after_error=False), "x", tmp_path)
     assert (result.status, result.answer, result.tool_calls) == ("completed", "sorry", 0)
     returned = [(e.status, e.observation) for e in events if e.type == "tool_returned"]
     assert returned == [("invalid", "invalid arguments for tool 'calculator': arguments are truncated JSON: "

@@ -28,7 +28,13 @@ def test_calculator_values(expression, expected):
     ("2**10**10", "exponent 10000000000 is too large (limit 10000)"),
     ("__import__('os')", "function '__import__' is not allowed; allowed: sqrt, log, log10, log2, exp, sin, cos, tan, "
                          "asin, acos, atan, abs, round, min, max, floor, ceil"),
-    ("(1).__class__", "Attribute is not allowed in an arithmetic expression"),
+    ("(1).__class__", "'1 .__class__' is not a number: the calculator takes numbers, not names or fields; write "
+                      "the number itself (read it with another tool first)"),
+    ("2 * port", "unknown name 'port': the calculator takes numbers, not names or fields; write the number itself "
+                 "(read it with another tool first); the names it knows: pi, e, tau, sqrt, log, log10, log2, exp, "
+                 "sin, cos, tan, asin, acos, atan, abs, round, min, max, floor, ceil"),
+    ("[1][0]", "'[1][0]' is not a number: the calculator takes numbers, not names or fields; write the number "
+               "itself (read it with another tool first)"),
     ("1/0", "division by zero"),
     ("2^3", "'^' is not allowed; write powers as '**'"),
     ("'a' * 3", "only numbers are allowed, not 'a'"),

@@ -30,15 +30,20 @@ def test_redactor_nested_keys_and_longest_first():
     }
 
 
-def test_writer_flushes_each_line_and_redacts(tmp_path):
+def test_writer_flushes_before_each_wait_and_redacts(tmp_path):
     path = tmp_path / "runs" / "r1.jsonl"
     writer = TraceWriter(path, secrets=["tok-123456"])
     writer.write(ev.RunStarted(run_id="r1", agent="a", task="use tok-123456"))
-    # readable before close: every line is flushed as written
+    # readable before close: flushed after the events the loop waits after
     assert read_trace(path)[0]["task"] == "use ***"
     writer.write(ev.ToolReturned(step=1, call_id="c", name="t", status="ok", observation="tok-123456 ok",
                                  data={"path": "/tmp/tok-123456"}))
-    assert len(path.read_text(encoding="utf-8").splitlines()) == 2
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 1  # buffered: no wait follows it
+    writer.write(ev.ModelRequest(step=2, style="native", messages=[]))  # the model call follows: flushed
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 3
+    writer.write({"type": "subagent_event", "depth": 1, "agent": "helper",
+                  "event": ev.ToolCalled(step=1, call_id="d", name="t", arguments={}).to_dict()})
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 4
     writer.close()
     events = read_trace(path)
     assert events[1]["observation"] == "*** ok"

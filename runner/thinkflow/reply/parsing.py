@@ -31,7 +31,8 @@ first that yields an action:
    ``{"function": {"name", "arguments"}}``, ``{"action", "action_input"}`` or ``{"tool_calls": [...]}``, is run
    when its name is a known tool (inside ``<tool_call>`` tags it is a tool call whatever the name);
    ``{"action": "final_answer", "action_input": ...}`` finishes; so are ``<function name="x" arguments='{..}'/>``
-   tags and ``<function><name>x</name><arguments><k>v</k>...</arguments></function>`` elements
+   tags, ``<function><name>x</name><arguments><k>v</k>...</arguments></function>`` elements and a reply that is
+   one Python-style call of literals, ``x({...})`` / ``x(k="v")`` / ``final_answer("...")``
    (:mod:`thinkflow.reply.text_calls`). Then ReAct labels (an ``Action:`` naming a known tool, or a ``Final
    Answer:``) are honoured in the other styles too.
 6. Otherwise: JSON nested deeper than :data:`~thinkflow.model.json_limits.MAX_DEPTH` levels is a

@@ -1,11 +1,13 @@
 """Tool calls a model wrote as text instead of the provider's ``tool_calls``: JSON call shapes (fenced, tagged or
 bare: ``{"name": ..., "arguments": ...}``, ``{"function": {...}}``, ``{"tool_calls": [...]}``, ``{"action": ...,
-"action_input": ...}``), ``<function name="x" arguments='{...}'/>`` tags and ``<function><name>x</name><arguments>
-<k>v</k></arguments></function>`` elements, the forms small models (Qwen2.5-Coder 1.5B among them) write. Used by
-:mod:`thinkflow.reply.parsing` (rule 5 of its module docstring)."""
+"action_input": ...}``), ``<function name="x" arguments='{...}'/>`` tags, ``<function><name>x</name><arguments>
+<k>v</k></arguments></function>`` elements and a reply that is one Python-style call (``final_answer("...")``,
+``calculator({"expression": "2+2"})``, ``read_file(path="a.txt")``), the forms small models (Qwen2.5-Coder 1.5B
+among them) write. Used by :mod:`thinkflow.reply.parsing` (rule 5 of its module docstring)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from typing import Any, Mapping
@@ -130,6 +132,52 @@ def _attribute_calls(body: str, tools: Mapping[str, Any]) -> list[tuple[str, Any
     return tags or list(_element_calls(body, tools))
 
 
+#: a reply that is one call ``name(...)``, optionally in a fenced block; longer replies are never parsed as code
+_CALL_EXPRESSION = re.compile(r"\A\s*(?:```[\w-]*\n)?\s*([A-Za-z_]\w{0,99})\s*\((.*)\)\s*;?\s*(?:```)?\s*\Z", re.S)
+#: the name on its own line (or before a colon), then one JSON object: ``final_answer\n{"answer": "..."}``
+_NAME_THEN_OBJECT = re.compile(r"\A\s*([A-Za-z_]\w{0,99})\s*(?::\s*|\n\s*)(\{.*\})\s*\Z", re.S)
+MAX_CALL_EXPRESSION = 20_000
+"""Characters of a reply read as a Python-style call at most."""
+
+
+def call_expression(body: str, tools: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """``(name, arguments)`` when the whole of ``body`` is one call ``name(...)`` of literals (or the name alone on
+    a line, then one JSON object: ``final_answer\n{"answer": "..."}``): a single positional
+    value (a dict is the arguments; another value is the argument of a tool's only required parameter, or the
+    final answer), keyword arguments, or both. Read as one JSON value, else with :func:`ast.literal_eval` (never
+    executed); anything else -- names, expressions, ``*args``, nesting past Python's limit -- is None."""
+    if len(body) > MAX_CALL_EXPRESSION:
+        return None
+    match = _CALL_EXPRESSION.match(body) or _NAME_THEN_OBJECT.match(body)
+    if match is None:
+        return None
+    name, inner = match.group(1), match.group(2)
+    try:  # one JSON value, the usual spelling: final_answer({"answer": "...", "done": true})
+        args, kwargs = [json.loads(inner)], {}
+    except (ValueError, RecursionError):
+        try:
+            node = ast.parse(f"{name}({inner})", mode="eval").body
+            if (not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name)
+                    or any(isinstance(a, ast.Starred) for a in node.args)):
+                return None
+            args = [ast.literal_eval(a) for a in node.args]
+            kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+        except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+            return None
+    if None in kwargs or len(args) > 1:
+        return None
+    if not args:
+        return name, kwargs
+    value = args[0]
+    if isinstance(value, dict):
+        return name, {**value, **kwargs}
+    schema = tools.get(name)
+    required = schema.get("required") if isinstance(schema, Mapping) else None
+    if isinstance(required, list) and len(required) == 1 and isinstance(required[0], str):
+        return name, {required[0]: value, **kwargs}
+    return name, value if not kwargs else None
+
+
 def recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Mapping[str, Any], reasoning: str
                         ) -> Action | None:
     """Tool calls written as text: JSON call shapes (fenced, tagged or bare) naming a known tool, else
@@ -147,7 +195,14 @@ def recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Map
             errors[call_id] = f"{error}. Expected a JSON object with: {describe_keys(tools.get(name))}."
         calls.append(ToolCall(call_id, name, args))
 
-    for raw_name, raw_args in _attribute_calls(body, tools):
+    expression = call_expression(body, tools)
+    if expression is not None:
+        raw_name, raw_args = expression
+        if match_tool_name(raw_name, names) in names:
+            add(match_tool_name(raw_name, names), raw_args)
+        elif is_final_name(raw_name):
+            return final_from_input(raw_args, reasoning)
+    for raw_name, raw_args in _attribute_calls(body, tools) if not calls else ():
         if match_tool_name(raw_name, names) in names:
             add(match_tool_name(raw_name, names), raw_args)
     for found in objects if not calls else ():

@@ -10,8 +10,9 @@ answer, the tool-call count and the tool results to remember are derived.
 
 Faults that become observations for the model: an unparsable reply (with the expected format), arguments that
 cannot be decoded, an unknown tool, a failing or denied tool, a repeated call (one warning), a final answer that
-does not match ``output_schema`` (sent back for repair twice), a final answer naming files that do not exist
-(``loop.check_answer_files``, sent back once). Faults that end the run with a status: a model error
+does not match ``output_schema`` (sent back for repair twice), a final answer cut off at the token limit, given
+right after failed tool calls (``loop.retry_after_error``) or naming files that do not exist
+(``loop.check_answer_files``): each sent back once (:mod:`thinkflow.run.answer_checks`). Faults that end the run with a status: a model error
 after retries (``model_error``), repeated empty replies (``model_error``), ``max_steps``, the wall-clock
 ``timeout``, a budget (``budget_exceeded``), a repetition that continues after the warning (``loop_detected``),
 the same malformed reply three times in a row (``loop_detected``, :mod:`thinkflow.run.malformed_streak`),
@@ -41,8 +42,7 @@ from thinkflow.reply.final_output import MAX_OUTPUT_REPAIRS, check_output, repai
 from thinkflow.reply.parsing import parse_reply
 from thinkflow.reply.styles import MALFORMED_BEFORE_SWITCH, NEXT_STYLE, pick_style, style_kwargs, textualize
 from thinkflow.run import events as ev
-from thinkflow.run.answer_files import (MAX_FILE_CHECKS, missing_files, missing_files_request, unnamed_files,
-                                        unnamed_files_request)
+from thinkflow.run.answer_checks import AnswerChecks
 from thinkflow.run.base import RunBase, RunResult
 from thinkflow.run.collaborators import RunnableAgent
 from thinkflow.run.context import activate
@@ -113,7 +113,7 @@ class _Run(RunBase):
         self.malformed = 0
         self.malformed_streak = MalformedStreak()
         self.output_repairs = 0
-        self.file_checks = 0
+        self.answer_checks = AnswerChecks(self.loop_spec, Path(self.spec.workspace), self.spec.model.max_tokens)
         self.written: list[str] = []  # files the run's tools wrote (their ``data["wrote"]``), workspace-relative
         self._system_cache: tuple[tuple, str] | None = None
         self._cost_warned = False
@@ -345,7 +345,7 @@ class _Run(RunBase):
         answer = action.text
         schema = self.spec.output_schema
         self.messages.append(Message("assistant", reply.text if reply.text.strip() else answer))
-        if self.loop_spec.check_answer_files and not self._files_exist(answer, step):
+        if self._sent_back(answer, reply, step):
             return None
         if schema is not None:
             value, problem = check_output(action, schema)
@@ -364,25 +364,20 @@ class _Run(RunBase):
         self.emit(ev.AnswerGiven(step=step.number, text=answer, thought=action.thought))
         return Outcome("completed", answer)
 
-    def _files_exist(self, answer: str, step: Step) -> bool:
-        """False when ``answer`` names missing files, or names none of the files the run's tools wrote, and is sent
-        back (``loop.check_answer_files``); after :data:`MAX_FILE_CHECKS` such answers, True with a warning."""
-        missing = missing_files(answer, Path(self.spec.workspace))
-        unnamed = unnamed_files(answer, self.written) if not missing else []
-        if not (missing or unnamed):
-            return True
-        problem = (f"the final answer names files that do not exist: {', '.join(missing)}" if missing else
-                   f"the final answer does not name the files the run wrote: {', '.join(unnamed)}")
-        if self.file_checks >= MAX_FILE_CHECKS:
-            self.emit(ev.RunWarning(problem, code="missing_files" if missing else "unnamed_files", step=step.number))
-            return True
-        self.file_checks += 1
-        step.error = problem
-        self.emit(ev.RunWarning(f"{problem}; sent back to the model", code="missing_files" if missing else
-                                "unnamed_files", step=step.number))
-        request = missing_files_request(answer, missing) if missing else unnamed_files_request(unnamed)
-        self.messages.append(Message("user", request))
-        return False
+    def _sent_back(self, answer: str, reply: ModelReply, step: Step) -> bool:
+        """True when ``answer`` fails one of the run's :class:`~thinkflow.run.answer_checks.AnswerChecks` and is
+        sent back to the model; a failed check that already sent one back only warns."""
+        previous = self.steps[-1].calls if self.steps else []
+        review = self.answer_checks.review(answer, reply, previous, self.written)
+        if review is None:
+            return False
+        if review.request is None:
+            self.emit(ev.RunWarning(review.problem, code=review.code, step=step.number))
+            return False
+        step.error = review.problem
+        self.emit(ev.RunWarning(f"{review.problem}; sent back to the model", code=review.code, step=step.number))
+        self.messages.append(Message("user", review.request))
+        return True
 
     # ------------------------------------------------------------------------------------------------ tools
     def _run_tools(self, action: ToolAction, reply: ModelReply, step: Step) -> Outcome | None:

@@ -126,6 +126,12 @@ class _RequestLog:
         return data, None
 
 
+FLUSH_AFTER = frozenset({"run_started", "model_request", "tool_called", "run_finished"})
+"""Event types after which the trace is flushed: the loop then waits (on the model, on a tool or a person's
+approval) or the run ends. Flushing every line cost ThinkFlow more than the rest of its own work per step
+(bench/RESULTS.md, the loop profile)."""
+
+
 class TraceWriter:
     """Appends events to one JSONL file.
 
@@ -153,10 +159,12 @@ class TraceWriter:
             raise TraceError(f"cannot write the trace {self.path}: {error}") from error
 
     def write(self, event: Any) -> None:
-        """Write one event (an Event or a dict) as a line, redacted, then flush it to the operating system, so a
-        crash or ``kill -9`` of this process keeps every line written. The file is fsynced when the run closes it
-        (fsync per line would cost more than the loop itself, see bench/RESULTS.md). Write errors are swallowed
-        after the first (a full disk must not end the run); see :attr:`error`."""
+        """Write one event (an Event or a dict) as a line, redacted. After an event of :data:`FLUSH_AFTER` (the
+        loop is about to wait on the model, a tool or a person, or the run ends) the file is flushed to the
+        operating system, so a crash or ``kill -9`` of this process keeps every line written before the run's last
+        wait; the few lines of the milliseconds since are in Python's buffer. The file is fsynced when the run
+        closes it (fsync per line would cost more than the loop itself, see bench/RESULTS.md). Write errors are
+        swallowed after the first (a full disk must not end the run); see :attr:`error`."""
         if self._file is None:
             return
         data = event.to_dict() if hasattr(event, "to_dict") else dict(event)
@@ -166,7 +174,11 @@ class TraceWriter:
             if any(secret in line for secret in self._escaped):  # rare: redact the structure, then re-encode
                 line = json.dumps(self.redact(json.loads(line)), ensure_ascii=False)
             self._file.write(line + "\n")
-            self._file.flush()
+            kind = data.get("type")
+            if kind == "subagent_event" and isinstance(data.get("event"), dict):
+                kind = data["event"].get("type")
+            if kind in FLUSH_AFTER:
+                self._file.flush()
         except (OSError, ValueError) as error:
             self.error = error
             return

@@ -89,6 +89,11 @@ def _pow(base: Any, exponent: Any) -> Any:
     return result
 
 
+WRITE_THE_NUMBER = ("the calculator takes numbers, not names or fields; write the number itself (read it with "
+                    "another tool first)")
+"""How an expression that names a value instead of writing it is answered (a small model writes ``2 * port``)."""
+
+
 def _eval(node: ast.AST, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise CalculatorError("expression nested too deeply")
@@ -127,7 +132,8 @@ def _eval(node: ast.AST, depth: int) -> Any:
     if isinstance(node, ast.Name):
         if node.id in CONSTANTS:
             return CONSTANTS[node.id]
-        raise CalculatorError(f"unknown name {node.id!r}; allowed: {', '.join([*CONSTANTS, *FUNCTIONS])}")
+        raise CalculatorError(f"unknown name {node.id!r}: {WRITE_THE_NUMBER}; the names it knows: "
+                              f"{', '.join([*CONSTANTS, *FUNCTIONS])}")
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
             name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
@@ -151,6 +157,8 @@ def _eval(node: ast.AST, depth: int) -> Any:
         if isinstance(result, complex):  # pragma: no cover - math functions return floats
             raise CalculatorError(f"{node.func.id}: no real value")
         return _check_size(result)
+    if isinstance(node, (ast.Attribute, ast.Subscript)):
+        raise CalculatorError(f"{ast.unparse(node)!r} is not a number: {WRITE_THE_NUMBER}")
     raise CalculatorError(f"{type(node).__name__} is not allowed in an arithmetic expression")
 
 

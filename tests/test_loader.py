@@ -370,6 +370,19 @@ def test_missing_prompt_file(tmp_path, monkeypatch):
     assert issue.startswith(f"{f}:3:18: prompt.system: prompt template 'nope.j2' not found (looked in ")
 
 
+def test_a_workspace_that_does_not_exist_or_is_a_file_is_refused(tmp_path):
+    f = write(tmp_path / "agents.d" / "a.yaml", AGENT_HEAD + "workspace: ../data\n")
+    assert issues_of(load_agent, f) == [
+        f"{f}:3:12: workspace: workspace '../data' does not exist: {tmp_path / 'data'} (create the directory, or "
+        "point workspace at an existing one (relative to this file))"]
+    (tmp_path / "data").write_text("not a folder")
+    assert issues_of(load_agent, f) == [f"{f}:3:12: workspace: workspace '../data' is not a directory: "
+                                        f"{tmp_path / 'data'}"]
+    (tmp_path / "data").unlink()
+    (tmp_path / "data").mkdir()
+    assert load_agent(f).workspace == tmp_path / "data"
+
+
 def test_template_syntax_error_names_the_template_line(tmp_path):
     f = write(tmp_path / "a.yaml", AGENT_HEAD + "prompt:\n  text: \"line one\\n{{ task \"\n")
     assert issues_of(load_agent, f) == [

@@ -185,7 +185,7 @@ def test_plot_chart_sums_a_bar_chart_whose_x_repeats(sales):
     n = df["product"].nunique()
     assert result.text.splitlines()[0] == (f"saved bar chart of sum of units by product ({n} points) to "
                                            "charts/units_by_product.png (product repeats, so units is summed per "
-                                           "product; pass agg to choose another)")
+                                           "product; agg mean or count gives another)")
     assert {k: result.data[k] for k in ("kind", "x", "y", "agg", "points")} == {
         "kind": "bar", "x": "product", "y": "units", "agg": "sum", "points": n}
     # a scatter plot keeps every row; nothing half-written is left beside the chart

@@ -233,6 +233,7 @@ def resolve_agent(data: dict[str, Any], path: Path, marks: Marks, loaded: Loaded
     its ``output_schema``, and its sub-agents (cycles and ``max_depth`` checked; ``stack`` is the chain of agents
     above, ``depth_left`` the levels they still allow)."""
     agent = _AgentRefs(data, path, marks, loaded, stack, depth_left)
+    agent.workspace()
     tool_specs = agent.tools()
     system = agent.prompt(tool_specs)
     agent.output_schema()
@@ -261,6 +262,18 @@ class _AgentRefs:
     def issue(self, path: PathKey, message: str, hint: str = "", key: bool = False) -> None:
         line, col = self.marks.at(path, key=key)
         self.issues.append(ConfigIssue(self.file, line, col, dotted(path), message, hint))
+
+    def workspace(self) -> None:
+        """``workspace`` must be an existing directory (relative to the agent file's folder)."""
+        given = self.data.get("workspace")
+        if not isinstance(given, str):
+            return
+        folder = norm(self.base_dir / given)
+        if not folder.exists():
+            self.issue(("workspace",), f"workspace '{given}' does not exist: {folder}",
+                       "create the directory, or point workspace at an existing one (relative to this file)")
+        elif not folder.is_dir():
+            self.issue(("workspace",), f"workspace '{given}' is not a directory: {folder}")
 
     def tools(self) -> dict[str, ToolSpec]:
         entries = self.data.get("tools")

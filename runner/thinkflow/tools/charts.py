@@ -69,7 +69,7 @@ def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: st
             agg = agg or "sum"
         elif not agg and kind != "scatter" and df[x_col].duplicated().any():
             agg = "sum"
-            note += f" ({x_col} repeats, so {y_col} is summed per {x_col}; pass agg to choose another)"
+            note += f" ({x_col} repeats, so {y_col} is summed per {x_col}; agg mean or count gives another)"
         if agg:
             frame = query(df, group_by=x_col, column=y_col, agg=agg, period=period)
             xs, ys = frame[frame.columns[0]], frame[frame.columns[1]]

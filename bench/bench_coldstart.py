@@ -8,6 +8,10 @@ server (``bench/server.py``) receives its first chat request (time.time() at arr
 ``--help`` and ``validate`` are also run once with an exit hook that lists which heavy modules (litellm,
 chromadb, sentence_transformers, torch, xllamacpp, pandas, matplotlib) ended up in ``sys.modules``.
 
+ThinkFlow's bytecode caches are written first (``compile_project``), as a pip install or a first run leaves them:
+LiteLLM and the peers load compiled from site-packages, so a shell with ``PYTHONDONTWRITEBYTECODE=1`` would
+otherwise charge ThinkFlow alone for compiling its sources on every start.
+
 The 200 files (100 tool files, 100 agent files) come from ``bench_validate.generate`` (the config loader's
 benchmark) so both benchmarks validate the same corpus.
 
@@ -28,8 +32,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 
-from common import (BENCH, PEERS_PY, ServerProcess, fmt_range, offline_env, peak_rss_cmd,  # noqa: E402
-                    project_python, summary)
+from common import (BENCH, PEERS_PY, ServerProcess, compile_project, fmt_range, offline_env,  # noqa: E402
+                    peak_rss_cmd, project_python, summary)
 
 HEAVY = ("litellm", "chromadb", "sentence_transformers", "torch", "xllamacpp", "pandas", "matplotlib")
 HOOK = ("import sys, atexit\n"
@@ -121,6 +125,7 @@ def run(runs: int = 5, files: int = 200, tiny: bool = False, with_peers: bool | 
     if with_peers is None:
         with_peers = PEERS_PY.exists() and not tiny
     py = project_python()
+    compile_project()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="thinkflow-coldstart-") as tmp:
         work = Path(tmp)

@@ -383,6 +383,13 @@ def test_a_workspace_that_does_not_exist_or_is_a_file_is_refused(tmp_path):
     assert load_agent(f).workspace == tmp_path / "data"
 
 
+def test_a_workspace_under_home_is_checked_where_the_run_looks(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "ws").mkdir()
+    f = write(tmp_path / "agents.d" / "a.yaml", AGENT_HEAD + "workspace: ~/ws\n")
+    assert load_agent(f).workspace == tmp_path / "ws"
+
+
 def test_template_syntax_error_names_the_template_line(tmp_path):
     f = write(tmp_path / "a.yaml", AGENT_HEAD + "prompt:\n  text: \"line one\\n{{ task \"\n")
     assert issues_of(load_agent, f) == [

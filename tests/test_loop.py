@@ -491,6 +491,18 @@ def test_an_answer_right_after_a_failed_call_is_sent_back_with_the_error(openai_
     assert [(e.code, e.step) for e in events if e.type == "warning"] == [("failed_call", 2)]
 
 
+def test_each_check_sends_back_its_own_answer_once(openai_server, tmp_path):
+    # cut off twice (the second accepted by the cut-off check), but naming a chart nobody drew: the file check
+    # still sends it back once, then the answer without the claim is taken
+    cut = text("chart saved to charts/x.png and", finish_reason="length")
+    openai_server.push(cut, cut, text("no chart, the total is 12"))
+    result, events = go(make_spec(openai_server, tmp_path, check_answer_files=True), "x", tmp_path)
+    assert (result.answer, result.steps) == ("no chart, the total is 12", 3)
+    assert [(e.code, e.step) for e in events if e.type == "warning"] == [
+        ("cut_off", 1), ("missing_files", 2)]
+    assert openai_server.requests[2]["messages"][-1]["content"] == missing_files_request("", ["charts/x.png"])
+
+
 def test_answers_after_mixed_or_denied_calls_or_with_the_retry_off_are_taken(openai_server, tmp_path):
     openai_server.push(tool_calls([("calculator", {"expression": "1/0"}, "a"), ("calculator", {"expression": "2"}, "b")]),
                        text("2, and 1/0 is undefined"))

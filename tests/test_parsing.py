@@ -405,6 +405,35 @@ def test_replies_that_only_look_like_calls_are_not_run(reply):
     assert isinstance(native(reply), FinalAnswer)
 
 
+@pytest.mark.parametrize("reply", [
+    "calculator(expression={1, 2})", 'calculator(expression=b"2")', "calculator(expression=1j)",
+    'calculator({(1, 2): "a"})', "final_answer([{1, 2}])", 'final_answer({"answer": b"x"})',
+])
+def test_python_literals_that_are_not_json_are_not_calls(reply):
+    # sets, bytes, complex numbers and tuple keys would crash the conversation's JSON encoding
+    action = native(reply)
+    assert isinstance(action, FinalAnswer) and action.text == reply
+
+
+def test_final_answer_calls_take_the_answer_and_ignore_extra_keywords():
+    assert native('final_answer("Paris", confidence=0.9)').text == "Paris"
+    assert native('final_answer(answer="Paris", confidence=0.9)').text == "Paris"
+    nested = native('final_answer({"answer": {"city": "Paris"}})')  # unwrapped as the final_answer tool's argument
+    assert (nested.text, nested.data) == ('{"city": "Paris"}', {"city": "Paris"})
+
+
+def test_a_python_style_call_of_an_unknown_tool_is_a_call_the_loop_can_answer():
+    assert calls_of(native('search_web(query="weather in Paris")')) == [("search_web", {"query": "weather in Paris"})]
+    assert isinstance(native('print("hello")'), FinalAnswer)  # a plain value: code, not a call
+    assert isinstance(native('Note: {"expression": "2"}'), FinalAnswer)
+
+
+def test_positional_arguments_a_tool_cannot_take_are_refused_with_the_fix():
+    action = native('search("x", 3)')
+    assert isinstance(action, ToolAction) and action.calls[0].arguments == {}
+    assert action.errors[action.calls[0].id].startswith("give the arguments by name")
+
+
 def test_a_call_with_arguments_nested_too_deep_is_refused_with_the_reason():
     action = native("calculator(" + "[" * 300 + "]" * 300 + ")")
     assert isinstance(action, ToolAction) and action.calls[0].arguments == {}

@@ -203,6 +203,16 @@ def test_python_style_calls_carry_exactly_their_arguments(args, answer, spelling
 
 
 @FUZZ
+@given(head=st.sampled_from(["f()", "calculator(expression=\"2\")", "search", "final_answer\n{}", "```\nf()"]),
+       pad=st.sampled_from([" ", "\n", "\t", " ;", "`"]), count=st.integers(1_000, 19_000),
+       tail=st.sampled_from(["x", ")", "}", "```", ""]), style=STYLES)
+def test_a_call_head_then_a_long_run_of_whitespace_parses_in_linear_time(head, pad, count, tail, style):
+    """The Python-style call reading of a reply is linear: a call, 19k blanks, then text (a pattern with adjacent
+    ``\\s*`` once took cubic time here). The module's timeout turns a regression into a failure."""
+    check(parse_reply(head + pad * count + tail, style=style, tools=TOOLS))
+
+
+@FUZZ
 @given(reply=any_reply, style=STYLES, names=st.lists(st.sampled_from(TOKENS + ["None", "search"]), max_size=3))
 def test_parse_reply_with_native_calls_never_raises(reply, style, names):
     calls = [ToolCall(f"c{i}", name, {}) for i, name in enumerate(names)]

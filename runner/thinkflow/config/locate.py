@@ -20,6 +20,13 @@ def norm(path: Path) -> Path:
     return Path(os.path.normpath(path))
 
 
+def config_path(value: str, base_dir: Path) -> Path:
+    """A path written in a config file: ``~`` expanded, relative to ``base_dir`` (the file's folder), ``..`` folded
+    -- how the specs resolve it (``workspace``, ``tool_paths``, ...)."""
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else norm(base_dir / path)
+
+
 def yaml_files(path: Path) -> list[Path]:
     """``path`` itself if it is a file, else the YAML files under it (recursively, sorted, hidden dirs skipped)."""
     if path.is_file():

@@ -21,7 +21,7 @@ from thinkflow.config.schemas import check_schema, yaml11_issue
 from thinkflow.config.prompt_vars import RUNTIME_PROMPT_VARS, optional_variables, placeholder_runtimes, renderer, \
     template_variables
 from thinkflow.config.spec import AgentSpec, SubAgentRef, ToolSpec
-from thinkflow.config.locate import (builtin_tools, entry_point_tools, find_prompt, find_subagent, norm,
+from thinkflow.config.locate import (builtin_tools, config_path, entry_point_tools, find_prompt, find_subagent,
                                      tool_search_paths)
 from thinkflow.config.entrypoints import module_findable, search_dirs
 from thinkflow.config.placeholders import placeholders, shell_template_problems
@@ -268,7 +268,7 @@ class _AgentRefs:
         given = self.data.get("workspace")
         if not isinstance(given, str):
             return
-        folder = norm(self.base_dir / given)
+        folder = config_path(given, self.base_dir)
         if not folder.exists():
             self.issue(("workspace",), f"workspace '{given}' does not exist: {folder}",
                        "create the directory, or point workspace at an existing one (relative to this file)")
@@ -280,7 +280,7 @@ class _AgentRefs:
         if not isinstance(entries, list) or not entries:
             return {}
         workspace = self.data.get("workspace", ".")
-        workspace = norm(self.base_dir / workspace) if isinstance(workspace, str) else self.base_dir
+        workspace = config_path(workspace, self.base_dir) if isinstance(workspace, str) else self.base_dir
         index = self.loaded.tool_index(tool_search_paths(self.data, self.base_dir))
         builtins = builtin_tools(workspace)
         found: dict[str, ToolSpec] = {}

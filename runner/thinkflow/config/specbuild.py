@@ -7,12 +7,12 @@ apply defaults (which live in the dataclasses), convert lists to tuples and reso
 
 from __future__ import annotations
 
-import os.path
 import shlex
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from thinkflow.config.locate import config_path
 from thinkflow.config.spec import (
     AgentSpec,
     HttpRequestSpec,
@@ -35,8 +35,7 @@ from thinkflow.config.spec import (
 def _path(value: str | None, base_dir: Path | None) -> Path | None:
     if value is None:
         return None
-    path = Path(value).expanduser()
-    return path if path.is_absolute() or base_dir is None else Path(os.path.normpath(base_dir / path))
+    return Path(value).expanduser() if base_dir is None else config_path(value, base_dir)
 
 
 def _build(cls: type, value: dict[str, Any], convert: dict[str, Any] | None = None, **resolved: Any) -> Any:

@@ -132,50 +132,79 @@ def _attribute_calls(body: str, tools: Mapping[str, Any]) -> list[tuple[str, Any
     return tags or list(_element_calls(body, tools))
 
 
-#: a reply that is one call ``name(...)``, optionally in a fenced block; longer replies are never parsed as code
-_CALL_EXPRESSION = re.compile(r"\A\s*(?:```[\w-]*\n)?\s*([A-Za-z_]\w{0,99})\s*\((.*)\)\s*;?\s*(?:```)?\s*\Z", re.S)
-#: the name on its own line (or before a colon), then one JSON object: ``final_answer\n{"answer": "..."}``
-_NAME_THEN_OBJECT = re.compile(r"\A\s*([A-Za-z_]\w{0,99})\s*(?::\s*|\n\s*)(\{.*\})\s*\Z", re.S)
+#: the head of a reply that is one call: ``name(``
+_CALL_HEAD = re.compile(r"([A-Za-z_]\w{0,99})[ \t]*\(")
+#: the head of a reply that is a name alone on its line (or before a colon), then one JSON object
+_NAME_HEAD = re.compile(r"([A-Za-z_]\w{0,99})[ \t]*(?::|\n)")
 MAX_CALL_EXPRESSION = 20_000
 """Characters of a reply read as a Python-style call at most."""
 
 
-def call_expression(body: str, tools: Mapping[str, Any]) -> tuple[str, Any] | None:
-    """``(name, arguments)`` when the whole of ``body`` is one call ``name(...)`` of literals (or the name alone on
-    a line, then one JSON object: ``final_answer\n{"answer": "..."}``): a single positional
-    value (a dict is the arguments; another value is the argument of a tool's only required parameter, or the
-    final answer), keyword arguments, or both. Read as one JSON value, else with :func:`ast.literal_eval` (never
-    executed); anything else -- names, expressions, ``*args``, nesting past Python's limit -- is None."""
+def _unfenced(body: str) -> str:
+    """``body`` stripped, out of one enclosing fenced block (```python ... ```), without a trailing ``;``."""
+    text = body.strip()
+    if text.startswith("```") and text.endswith("```") and "\n" in text:
+        text = text[text.index("\n") + 1:-3].strip()
+    return text[:-1].rstrip() if text.endswith(";") else text
+
+
+def _json_ready(value: Any) -> Any:
+    """``value`` (from :func:`ast.literal_eval`) as JSON data: tuples become lists; sets, bytes, complex numbers and
+    non-string keys raise ValueError."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: _json_ready(v) for k, v in value.items()}
+    raise ValueError(f"{type(value).__name__} is not a JSON value")
+
+
+def call_expression(body: str) -> tuple[str, list[Any], dict[str, Any], bool] | None:
+    """``(name, positional, keywords, parenthesised)`` when the whole of ``body`` is one call ``name(...)`` of
+    literals (``parenthesised``), or a name alone on a line (or before a colon) then one JSON object
+    (``final_answer\n{"answer": "..."}``: one positional).
+    The parentheses hold one JSON value, else Python literals read with :func:`ast.literal_eval` (never executed)
+    that are JSON data; anything else -- names, expressions, ``*args``, sets, nesting past Python's limit -- is
+    None. Linear in ``body``; longer than :data:`MAX_CALL_EXPRESSION` characters: None."""
     if len(body) > MAX_CALL_EXPRESSION:
         return None
-    match = _CALL_EXPRESSION.match(body) or _NAME_THEN_OBJECT.match(body)
-    if match is None:
-        return None
-    name, inner = match.group(1), match.group(2)
-    try:  # one JSON value, the usual spelling: final_answer({"answer": "...", "done": true})
-        args, kwargs = [json.loads(inner)], {}
-    except (ValueError, RecursionError):
-        try:
-            node = ast.parse(f"{name}({inner})", mode="eval").body
-            if (not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name)
-                    or any(isinstance(a, ast.Starred) for a in node.args)):
-                return None
-            args = [ast.literal_eval(a) for a in node.args]
-            kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
-        except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+    text = _unfenced(body)
+    head = _CALL_HEAD.match(text)
+    if head is not None and text.endswith(")"):
+        name, inner, parenthesised = head.group(1), text[head.end():-1], True
+    else:
+        head = _NAME_HEAD.match(text)
+        rest = text[head.end():].strip() if head is not None else ""
+        if not (rest.startswith("{") and rest.endswith("}")):
             return None
-    if None in kwargs or len(args) > 1:
+        name, inner, parenthesised = head.group(1), rest, False
+    try:  # one JSON value, the usual spelling: final_answer({"answer": "...", "done": true})
+        return name, [json.loads(inner)], {}, parenthesised
+    except (ValueError, RecursionError):
+        pass
+    try:
+        node = ast.parse(f"{name}({inner})", mode="eval").body
+        if (not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name)
+                or any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)):
+            return None
+        return (name, [_json_ready(ast.literal_eval(a)) for a in node.args],
+                {str(k.arg): _json_ready(ast.literal_eval(k.value)) for k in node.keywords}, parenthesised)
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return None
-    if not args:
-        return name, kwargs
-    value = args[0]
-    if isinstance(value, dict):
-        return name, {**value, **kwargs}
-    schema = tools.get(name)
+
+
+def call_arguments(positional: list[Any], keywords: dict[str, Any], schema: Any) -> dict[str, Any] | str:
+    """The arguments of a Python-style tool call: a dict positional merged with the keywords, or one plain value
+    as the tool's only required parameter; else the problem (str) to tell the model."""
+    if not positional:
+        return keywords
+    if len(positional) == 1 and isinstance(positional[0], dict):
+        return {**positional[0], **keywords}
     required = schema.get("required") if isinstance(schema, Mapping) else None
-    if isinstance(required, list) and len(required) == 1 and isinstance(required[0], str):
-        return name, {required[0]: value, **kwargs}
-    return name, value if not kwargs else None
+    if len(positional) == 1 and isinstance(required, list) and len(required) == 1 and isinstance(required[0], str):
+        return {required[0]: positional[0], **keywords}
+    return "give the arguments by name, as a JSON object: {\"<name>\": <value>, ...}"
 
 
 def recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Mapping[str, Any], reasoning: str
@@ -195,13 +224,24 @@ def recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Map
             errors[call_id] = f"{error}. Expected a JSON object with: {describe_keys(tools.get(name))}."
         calls.append(ToolCall(call_id, name, args))
 
-    expression = call_expression(body, tools)
+    expression = call_expression(body)
     if expression is not None:
-        raw_name, raw_args = expression
-        if match_tool_name(raw_name, names) in names:
-            add(match_tool_name(raw_name, names), raw_args)
-        elif is_final_name(raw_name):
-            return final_from_input(raw_args, reasoning)
+        raw_name, positional, keywords, parenthesised = expression
+        name = match_tool_name(raw_name, names)
+        if name not in names and is_final_name(raw_name) and (positional or keywords):
+            value = positional[0] if positional else keywords
+            if isinstance(value, dict) and "answer" in value:  # as the final_answer tool's own argument
+                value = value["answer"]
+            return final_from_input(value, reasoning)
+        unknown_call = parenthesised and (keywords or (len(positional) == 1 and isinstance(positional[0], dict)))
+        if name in names or unknown_call:  # an unknown tool's name is kept: the loop answers with the tool list
+            arguments = call_arguments(positional, keywords, tools.get(name))
+            if isinstance(arguments, str):
+                call_id = new_call_id()
+                errors[call_id] = f"{arguments}. Expected a JSON object with: {describe_keys(tools.get(name))}."
+                calls.append(ToolCall(call_id, name, {}))
+            else:
+                add(name, arguments)
     for raw_name, raw_args in _attribute_calls(body, tools) if not calls else ():
         if match_tool_name(raw_name, names) in names:
             add(match_tool_name(raw_name, names), raw_args)

@@ -4,8 +4,8 @@ A small model often "answers" when it should act: it stops mid-explanation at th
 interest we use the formula ..."), gives up right after a tool call failed ("the tool did not find 'widgets'")
 although the error said how to fix the call, or names a chart it never drew. :class:`AnswerChecks` reviews each
 final answer of a run and returns the message that sends it back, or None to accept it. Each check sends back at
-most one answer per run (:data:`MAX_SEND_BACKS`); the next answer it would reject is accepted with a warning, so a
-check can cost a run one step but never loops.
+most one answer per run (:data:`MAX_SEND_BACKS`), each independently of the others; an answer that fails only checks
+that have already sent one back is accepted with a warning, so a check can cost a run one step but never loops.
 
 The checks, in order:
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from thinkflow.config.spec import LoopSpec
 from thinkflow.model.messages import ModelReply
@@ -33,6 +33,10 @@ from thinkflow.text import cut_middle
 
 MAX_SEND_BACKS = 1
 """Answers each check sends back per run; the next one it would reject is accepted with a warning."""
+
+SHARED_BUDGET = {"missing_files": "answer_files", "unnamed_files": "answer_files"}
+"""Checks that share one send-back: ``loop.check_answer_files`` sends back one answer per run, whichever of its
+two problems it has."""
 
 FAILED = ("error", "invalid", "timeout")
 """Call statuses that make an answer straight after them a ``failed_call``."""
@@ -74,7 +78,8 @@ class AnswerChecks:
 
     def review(self, answer: str, reply: ModelReply, previous_calls: Sequence[CallOutcome],
                written: Sequence[str]) -> Review | None:
-        """The first check ``answer`` fails, or None when it passes them all.
+        """The first check ``answer`` fails that has not sent an answer back yet (a Review with its request), else
+        the first check it fails (a Review without request: accept with a warning), else None.
 
         Args:
             answer: the final answer's text.
@@ -82,35 +87,38 @@ class AnswerChecks:
             previous_calls: the outcomes of the previous step's tool calls (empty when it called none).
             written: workspace-relative paths of the files the run's tools wrote.
         """
-        found = self._find(answer, reply, previous_calls, written)
-        if found is None:
-            return None
-        code, problem, request = found
-        if self.sent.get(code, 0) >= MAX_SEND_BACKS:
+        failed = list(self._failed(answer, reply, previous_calls, written))
+        for code, problem, request in failed:
+            budget = SHARED_BUDGET.get(code, code)
+            if self.sent.get(budget, 0) < MAX_SEND_BACKS:
+                self.sent[budget] = self.sent.get(budget, 0) + 1
+                return Review(code, problem, request)
+        if failed:
+            code, problem, _ = failed[0]
             return Review(code, problem, None)
-        self.sent[code] = self.sent.get(code, 0) + 1
-        return Review(code, problem, request)
+        return None
 
-    def _find(self, answer: str, reply: ModelReply, previous_calls: Sequence[CallOutcome],
-              written: Sequence[str]) -> tuple[str, str, str] | None:
+    def _failed(self, answer: str, reply: ModelReply, previous_calls: Sequence[CallOutcome],
+                written: Sequence[str]) -> Iterator[tuple[str, str, str]]:
+        """``(code, problem, request)`` of every check ``answer`` fails, in the module docstring's order."""
         if reply.finish_reason == "length" and not reply.tool_calls:
-            return "cut_off", "the final answer was cut off at the token limit", cut_off_request(self.max_tokens)
+            yield "cut_off", "the final answer was cut off at the token limit", cut_off_request(self.max_tokens)
         failed = [c for c in previous_calls if c.status in FAILED]
         if self.loop.retry_after_error and previous_calls and len(failed) == len(previous_calls):
             names = ", ".join(dict.fromkeys(c.call.name for c in failed))
-            return ("failed_call", f"the final answer came right after failed tool calls ({names})",
-                    failed_call_request(failed))
+            yield ("failed_call", f"the final answer came right after failed tool calls ({names})",
+                   failed_call_request(failed))
         if not self.loop.check_answer_files:
-            return None
+            return
         missing = missing_files(answer, self.workspace)
         if missing:
-            return ("missing_files", f"the final answer names files that do not exist: {', '.join(missing)}",
-                    missing_files_request(answer, missing))
+            yield ("missing_files", f"the final answer names files that do not exist: {', '.join(missing)}",
+                   missing_files_request(answer, missing))
+            return
         unnamed = unnamed_files(answer, list(written))
         if unnamed:
-            return ("unnamed_files", f"the final answer does not name the files the run wrote: {', '.join(unnamed)}",
-                    unnamed_files_request(unnamed))
-        return None
+            yield ("unnamed_files", f"the final answer does not name the files the run wrote: {', '.join(unnamed)}",
+                   unnamed_files_request(unnamed))
 
 
 def cut_off_request(max_tokens: int | None) -> str:

@@ -489,6 +489,11 @@ def test_an_answer_right_after_a_failed_call_is_sent_back_with_the_error(openai_
         f"Your last tool call failed:\n- calculator: {error}\nFix the arguments as the error says and call the tool "
         "again. Answer without the tool only if the error shows that it cannot answer the question.")}
     assert [(e.code, e.step) for e in events if e.type == "warning"] == [("failed_call", 2)]
+    # the same failing call three times in one reply: run once, the repeats skipped; still a failed step
+    bad = ("calculator", {"expression": "2 * port"})
+    openai_server.push(tool_calls([(*bad, "a"), (*bad, "b"), (*bad, "c")]), text("not run"), text("16160"))
+    again, events = go(make_spec(openai_server, tmp_path), "port 8080 times 2?", tmp_path)
+    assert (again.answer, [e.code for e in events if e.type == "warning"]) == ("16160", ["failed_call"])
 
 
 def test_each_check_sends_back_its_own_answer_once(openai_server, tmp_path):

@@ -34,7 +34,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
             "expression": {
                 "type": "string",
                 "description": "The arithmetic expression to evaluate, built from the numbers of your task. "
-                "Supports + - * / // % **, parentheses, and sqrt, log, log10, exp, sin, cos, tan, abs, round, min, "
+                "Supports + - * / // % ** (^ is also a power), parentheses, and sqrt, log, log10, exp, sin, cos, tan, abs, round, min, "
                 "max, floor, ceil, pi, e. * and / bind before + and -: when a task says to add and then divide, put "
                 "parentheses around the sum.",
             }

@@ -82,7 +82,7 @@ class LoopSpec:
         check_answer_files: send back (once) a final answer that names files which do not exist, or none of the
             files the run's tools wrote
             (see :mod:`thinkflow.run.answer_files`).
-        retry_after_error: send back (once) a final answer given right after every tool call of the step failed,
+        retry_after_error: send back (once) a final answer given right after a step in which no tool call succeeded,
             with the errors, so the model fixes the call (see :mod:`thinkflow.run.answer_checks`).
         answer_tool: native style only: the model must call a tool at every step (``tool_choice: "required"``)
             and answers by calling the added ``final_answer`` tool, so a server that constrains tool calls by

@@ -11,9 +11,10 @@ The checks, in order:
 
 - ``cut_off``: the reply ended at the token limit (``finish_reason == "length"``, OpenAI's chat completions
   API, which LiteLLM maps every provider onto). Always on: a cut-off text is never a finished answer.
-- ``failed_call`` (``loop.retry_after_error``, on by default): every tool call of the previous step failed
-  (status ``error``, ``invalid`` or ``timeout``; a call a person denied is not retried) and the answer came
-  straight after. The request repeats the errors, which name the fix.
+- ``failed_call`` (``loop.retry_after_error``, on by default): no tool call of the previous step succeeded, at
+  least one failed (status ``error``, ``invalid`` or ``timeout``; the others skipped, e.g. as repeats in the same
+  reply) and none was denied (a call a person denied is not retried), and the answer came straight after. The
+  request repeats the errors, which name the fix.
 - ``missing_files`` / ``unnamed_files`` (``loop.check_answer_files``): see :mod:`thinkflow.run.answer_files`.
 
 No I/O beyond checking that named files exist.
@@ -104,7 +105,8 @@ class AnswerChecks:
         if reply.finish_reason == "length" and not reply.tool_calls:
             yield "cut_off", "the final answer was cut off at the token limit", cut_off_request(self.max_tokens)
         failed = [c for c in previous_calls if c.status in FAILED]
-        if self.loop.retry_after_error and previous_calls and len(failed) == len(previous_calls):
+        statuses = {c.status for c in previous_calls}
+        if self.loop.retry_after_error and failed and not statuses & {"ok", "denied"}:
             names = ", ".join(dict.fromkeys(c.call.name for c in failed))
             yield ("failed_call", f"the final answer came right after failed tool calls ({names})",
                    failed_call_request(failed))

@@ -1,6 +1,6 @@
 """The ``calculator`` built-in: arithmetic by walking the Python AST (never ``eval``).
 
-Allowed: int and float literals, ``+ - * / // % **``, parentheses, unary minus/plus, the constants ``pi``,
+Allowed: int and float literals, ``+ - * / // % **`` (``^`` is read as ``**``: a power, as on a calculator), parentheses, unary minus/plus, the constants ``pi``,
 ``e``, ``tau``, and the functions in :data:`FUNCTIONS`.
 
 Every input returns a number or raises :class:`CalculatorError` within a small bound, by design: the expression
@@ -109,8 +109,6 @@ def _eval(node: ast.AST, depth: int) -> Any:
         value = _eval(node.operand, depth + 1)
         return -value if isinstance(node.op, ast.USub) else +value
     if isinstance(node, ast.BinOp):
-        if isinstance(node.op, ast.BitXor):
-            raise CalculatorError("'^' is not allowed; write powers as '**'")
         op = _BINOPS.get(type(node.op))
         if op is None:
             raise CalculatorError(f"operator {type(node.op).__name__} is not allowed")
@@ -169,7 +167,8 @@ def evaluate(expression: str) -> int | float:
         raise CalculatorError("the expression is empty")
     if len(text) > MAX_LENGTH:
         raise CalculatorError(f"expression longer than {MAX_LENGTH} characters")
-    text = text.replace("×", "*").replace("÷", "/").replace("−", "-")
+    # ^ is a power, as on every calculator (Python's XOR would also bind looser than +: 2 + 2^5 would be 4^5)
+    text = text.replace("×", "*").replace("÷", "/").replace("−", "-").replace("^", "**")
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:

@@ -388,6 +388,9 @@ def test_a_workspace_under_home_is_checked_where_the_run_looks(tmp_path, monkeyp
     (tmp_path / "ws").mkdir()
     f = write(tmp_path / "agents.d" / "a.yaml", AGENT_HEAD + "workspace: ~/ws\n")
     assert load_agent(f).workspace == tmp_path / "ws"
+    f = write(tmp_path / "agents.d" / "b.yaml", AGENT_HEAD + "workspace: ~nosuchuser/ws\n")
+    (issue,) = issues_of(load_agent, f)  # an unknown home: a path that does not exist, not a traceback
+    assert "workspace '~nosuchuser/ws' does not exist" in issue
 
 
 def test_template_syntax_error_names_the_template_line(tmp_path):
@@ -432,6 +435,14 @@ def test_tool_found_in_tool_paths_and_sibling_tools_d(tmp_path):
     f = write(tmp_path / "agents.d" / "a.yaml", AGENT_HEAD + "tool_paths: [../extra]\ntools: [one, two]\n")
     spec = load_agent(f)
     assert {n: s.entrypoint for n, s in spec.tool_specs.items()} == {"one": "m:one", "two": "m:two"}
+
+
+def test_tool_paths_under_home_are_searched(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    write(tmp_path / "home" / "mytools" / "one.yaml",
+          "version: 1\nname: one\ndescription: One.\nkind: python\nentrypoint: m:one\n")
+    f = write(tmp_path / "agents.d" / "a.yaml", AGENT_HEAD + "tool_paths: [~/mytools]\ntools: [one]\n")
+    assert load_agent(f).tool_specs["one"].entrypoint == "m:one"
 
 
 def test_agent_naming_an_invalid_tool_points_at_its_file(tmp_path):

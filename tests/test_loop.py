@@ -493,7 +493,9 @@ def test_an_answer_right_after_a_failed_call_is_sent_back_with_the_error(openai_
     bad = ("calculator", {"expression": "2 * port"})
     openai_server.push(tool_calls([(*bad, "a"), (*bad, "b"), (*bad, "c")]), text("not run"), text("16160"))
     again, events = go(make_spec(openai_server, tmp_path), "port 8080 times 2?", tmp_path)
-    assert (again.answer, [e.code for e in events if e.type == "warning"]) == ("16160", ["failed_call"])
+    assert (again.answer, [e.message for e in events if e.type == "warning"]) == ("16160", [
+        "the final answer came right after failed tool calls (calculator); sent back to the model",
+        "the final answer came right after failed tool calls (calculator)"])  # no new call: taken with a warning
 
 
 def test_each_check_sends_back_its_own_answer_once(openai_server, tmp_path):
@@ -506,6 +508,37 @@ def test_each_check_sends_back_its_own_answer_once(openai_server, tmp_path):
     assert [(e.code, e.step) for e in events if e.type == "warning"] == [
         ("cut_off", 1), ("missing_files", 2)]
     assert openai_server.requests[2]["messages"][-1]["content"] == missing_files_request("", ["charts/x.png"])
+
+
+def test_nothing_is_sent_back_on_the_last_step(openai_server, tmp_path):
+    openai_server.push(tool_calls([("calculator", {"expression": "2 * port"}, "c1")]), text("16160"))
+    result, events = go(make_spec(openai_server, tmp_path, max_steps=2), "x", tmp_path)
+    assert (result.status, result.answer, len(openai_server.requests)) == ("completed", "16160", 2)
+    assert [e.message for e in events if e.type == "warning"] == [
+        "the final answer came right after failed tool calls (calculator)"]
+
+
+def test_a_failed_call_is_retried_even_after_a_cut_off_reply_was_sent_back(openai_server, tmp_path):
+    openai_server.push(tool_calls([("calculator", {"expression": "2 * port"}, "c1")]),
+                       text("To compute", finish_reason="length"), text("I could not"), text("16160"))
+    result, events = go(make_spec(openai_server, tmp_path), "x", tmp_path)
+    assert (result.answer, [e.code for e in events if e.type == "warning"]) == (
+        "16160", ["cut_off", "failed_call", "failed_call"])  # sent back, then the next answer taken with a warning
+
+
+def test_a_final_answer_tool_call_cut_off_mid_arguments_is_not_an_empty_answer(openai_server, tmp_path):
+    openai_server.push(tool_calls([("final_answer", '{"answer": "The total is 12', "f1")], finish_reason="length"),
+                       tool_calls([("final_answer", {"answer": "The total is 12."}, "f2")]))
+    result, _ = go(make_spec(openai_server, tmp_path, answer_tool=True), "x", tmp_path)
+    assert (result.status, result.answer, result.steps) == ("completed", "The total is 12.", 2)
+    assert "the final_answer call's arguments could not be read: arguments are truncated JSON" in \
+        openai_server.requests[1]["messages"][-1]["content"]
+
+
+def test_nan_is_not_a_json_answer(openai_server, tmp_path):
+    openai_server.push(text("NaN"), text("3.5"))
+    result, _ = go(make_spec(openai_server, tmp_path, output_schema={"type": "number"}), "x", tmp_path)
+    assert (result.answer, result.steps) == ("3.5", 2)
 
 
 def test_answers_after_mixed_or_denied_calls_or_with_the_retry_off_are_taken(openai_server, tmp_path):

@@ -23,8 +23,17 @@ def norm(path: Path) -> Path:
 def config_path(value: str, base_dir: Path) -> Path:
     """A path written in a config file: ``~`` expanded, relative to ``base_dir`` (the file's folder), ``..`` folded
     -- how the specs resolve it (``workspace``, ``tool_paths``, ...)."""
-    path = Path(value).expanduser()
+    path = expand_user(value)
     return path if path.is_absolute() else norm(base_dir / path)
+
+
+def expand_user(value: str | Path) -> Path:
+    """``value`` with a leading ``~`` or ``~user`` expanded; as written when that home is unknown (``~nosuchuser``:
+    :meth:`Path.expanduser` would raise RuntimeError), so the path simply does not exist."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:
+        return Path(value)
 
 
 def yaml_files(path: Path) -> list[Path]:
@@ -42,7 +51,7 @@ def yaml_files(path: Path) -> list[Path]:
 
 def tool_search_paths(data: dict[str, Any], base_dir: Path) -> list[Path]:
     """Where an agent's tools are looked for, in order: its ``tool_paths``, ``<dir>/tools.d``, ``<dir>/../tools.d``."""
-    paths = [norm(base_dir / p) for p in data.get("tool_paths") or [] if isinstance(p, str)]
+    paths = [config_path(p, base_dir) for p in data.get("tool_paths") or [] if isinstance(p, str)]
     paths += [norm(base_dir / "tools.d"), norm(base_dir.parent / "tools.d")]
     return list(dict.fromkeys(paths))
 
@@ -70,7 +79,7 @@ def entry_point_tools() -> dict[str, ToolSpec]:
 def find_prompt(system: str, base_dir: Path) -> tuple[Path | None, list[Path]]:
     """Find a prompt template: relative to the agent file's folder, its parent, the current directory, then
     ``./prompts``. Returns ``(path or None, places looked)``."""
-    given = Path(system).expanduser()
+    given = expand_user(system)
     if given.is_absolute():
         return (given if given.is_file() else None), [given]
     cwd = Path.cwd()
@@ -84,7 +93,7 @@ def find_subagent(ref: str, base_dir: Path) -> tuple[Path | None, list[str]]:
     name is looked up as ``<name>.yaml``/``.yml`` in the agent's folder, its ``agents.d`` and ``../agents.d``.
     Returns ``(path or None, names known in those folders)`` for suggestions."""
     if "/" in ref or ref.endswith(YAML_SUFFIXES):
-        path = norm(base_dir / Path(ref).expanduser())
+        path = norm(base_dir / expand_user(ref))
         return (path if path.is_file() else None), []
     known: list[str] = []
     for folder in dict.fromkeys([norm(base_dir), norm(base_dir / "agents.d"), norm(base_dir.parent / "agents.d")]):

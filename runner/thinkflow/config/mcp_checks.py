@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkflow.errors import ConfigIssue
+from thinkflow.config.locate import expand_user
 from thinkflow.config.yamlread import Marks, PathKey, dotted
 
 STDIO_KEYS = ("command", "cwd", "env", "env_allow")
@@ -42,7 +43,7 @@ def program_problem(program: str, cwd: Path) -> str | None:
     if program in PYTHON_NAMES:
         return None
     if "/" in program:
-        path = cwd / Path(program).expanduser()
+        path = cwd / expand_user(program)
         if not path.is_file():
             return f"program '{program}' not found (looked at {os.path.normpath(path)})"
         if not os.access(path, os.X_OK):

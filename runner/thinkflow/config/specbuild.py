@@ -12,7 +12,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from thinkflow.config.locate import config_path
+from thinkflow.config.locate import config_path, expand_user
 from thinkflow.config.spec import (
     AgentSpec,
     HttpRequestSpec,
@@ -35,7 +35,7 @@ from thinkflow.config.spec import (
 def _path(value: str | None, base_dir: Path | None) -> Path | None:
     if value is None:
         return None
-    return Path(value).expanduser() if base_dir is None else config_path(value, base_dir)
+    return expand_user(value) if base_dir is None else config_path(value, base_dir)
 
 
 def _build(cls: type, value: dict[str, Any], convert: dict[str, Any] | None = None, **resolved: Any) -> Any:

@@ -8,6 +8,7 @@ or the first object in it. A mismatch is sent back for repair up to :data:`MAX_O
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from thinkflow.model import json_limits
@@ -34,6 +35,17 @@ def _extract_json(text: str) -> Any:
     return _MISSING
 
 
+def _finite(value: Any) -> bool:
+    """False when ``value`` holds a NaN or infinite float anywhere (nesting is bounded by the reader)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    return True
+
+
 def check_output(action: FinalAnswer, schema: dict[str, Any]) -> tuple[Any, str | None]:
     """Validate a final answer against ``output_schema``: ``(value, None)`` or ``(None, problem text)`` naming
     at most five mismatches by their ``$.path``."""
@@ -42,6 +54,8 @@ def check_output(action: FinalAnswer, schema: dict[str, Any]) -> tuple[Any, str 
     value = action.data if isinstance(action.data, (dict, list)) else _extract_json(action.text)
     if value is _MISSING:
         return None, "the answer is not JSON"
+    if not _finite(value):  # Python's JSON reader takes NaN and Infinity; JSON has neither
+        return None, "the answer holds NaN or Infinity, which JSON does not allow"
     errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
     if not errors:
         return value, None

@@ -116,6 +116,10 @@ def _parse(text: Any, tool_calls: Sequence[ToolCall], style: Style, tools: Mappi
         thought = "\n".join(t for t in (reasoning, body.strip()) if t)
         finals = [c for c in tool_calls if match_tool_name(c.name, names) not in names and is_final_name(c.name)]
         if finals and len(finals) == len(tool_calls):  # the final_answer tool (loop.answer_tool), called alone
+            err = (argument_errors or {}).get(finals[0].id)
+            if err:  # cut off or broken: never an empty answer
+                return failure(style, names, f"the final_answer call's arguments could not be read: {err}",
+                               thought=thought)
             arguments = finals[0].arguments
             value = arguments.get("answer", arguments) if isinstance(arguments, dict) else arguments
             return final_from_input(value, thought)

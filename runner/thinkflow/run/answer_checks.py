@@ -78,18 +78,20 @@ class AnswerChecks:
     sent: dict[str, int] = field(default_factory=dict)
 
     def review(self, answer: str, reply: ModelReply, previous_calls: Sequence[CallOutcome],
-               written: Sequence[str]) -> Review | None:
+               written: Sequence[str], *, last_step: bool = False) -> Review | None:
         """The first check ``answer`` fails that has not sent an answer back yet (a Review with its request), else
         the first check it fails (a Review without request: accept with a warning), else None.
 
         Args:
             answer: the final answer's text.
             reply: the model reply that gave it (its ``finish_reason``).
-            previous_calls: the outcomes of the previous step's tool calls (empty when it called none).
+            previous_calls: the outcomes of the tool calls of the last step that made any (empty when none did):
+                the steps after it only sent answers back.
             written: workspace-relative paths of the files the run's tools wrote.
+            last_step: the run has no step left to answer again: nothing is sent back (accept with a warning).
         """
         failed = list(self._failed(answer, reply, previous_calls, written))
-        for code, problem, request in failed:
+        for code, problem, request in failed if not last_step else ():
             budget = SHARED_BUDGET.get(code, code)
             if self.sent.get(budget, 0) < MAX_SEND_BACKS:
                 self.sent[budget] = self.sent.get(budget, 0) + 1

@@ -367,8 +367,9 @@ class _Run(RunBase):
     def _sent_back(self, answer: str, reply: ModelReply, step: Step) -> bool:
         """True when ``answer`` fails one of the run's :class:`~thinkflow.run.answer_checks.AnswerChecks` and is
         sent back to the model; a failed check that already sent one back only warns."""
-        previous = self.steps[-1].calls if self.steps else []
-        review = self.answer_checks.review(answer, reply, previous, self.written)
+        previous = next((s.calls for s in reversed(self.steps) if s.calls), [])
+        review = self.answer_checks.review(answer, reply, previous, self.written,
+                                           last_step=step.number >= self.max_steps)
         if review is None:
             return False
         if review.request is None:

@@ -535,6 +535,13 @@ def test_a_final_answer_tool_call_cut_off_mid_arguments_is_not_an_empty_answer(o
         openai_server.requests[1]["messages"][-1]["content"]
 
 
+def test_an_unknown_tool_called_again_and_again_ends_as_a_loop(openai_server, tmp_path):
+    openai_server.push(*[tool_calls([("search_web", {"q": "x"}, f"s{i}")]) for i in range(8)])
+    result, events = go(make_spec(openai_server, tmp_path, max_steps=8), "x", tmp_path)
+    assert (result.status, result.steps) == ("loop_detected", 4)
+    assert [e.code for e in events if e.type == "warning"] == ["repetition"]
+
+
 def test_nan_is_not_a_json_answer(openai_server, tmp_path):
     openai_server.push(text("NaN"), text("3.5"))
     result, _ = go(make_spec(openai_server, tmp_path, output_schema={"type": "number"}), "x", tmp_path)

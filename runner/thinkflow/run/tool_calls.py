@@ -40,8 +40,8 @@ def admit_calls(action: ToolAction, *, toolbox: Toolbox, repetition: RepetitionD
     """Decide, call by call in order, which calls of ``action`` run.
 
     A call identical to an earlier one of the same reply (name and arguments) is not run and not counted as a
-    repetition. A call with undecodable arguments, an unknown tool, a repeated call (the first repetition: a warning, passed
-    to ``warn``) or one past the tool-call budget gets its observation at once; after a repetition that continues
+    repetition. A call with undecodable arguments, a repeated call (the first repetition: a warning, passed to ``warn``;
+    unknown tools included), an unknown tool or one past the tool-call budget gets its observation at once; after a repetition that continues
     past the warning or a spent budget, the remaining calls are skipped. Admitted calls are charged to ``budget``.
     """
     decided: dict[int, CallOutcome] = {}
@@ -65,11 +65,7 @@ def admit_calls(action: ToolAction, *, toolbox: Toolbox, repetition: RepetitionD
             decided[i] = CallOutcome(call, "invalid",
                                      f"invalid arguments for tool '{call.name}': {action.errors[call.id]}")
             continue
-        if call.name not in toolbox:
-            unknown = toolbox.unknown(call.name)
-            decided[i] = CallOutcome(call, unknown.status, unknown.text, dict(unknown.data))
-            continue
-        verdict = repetition.check(call.name, call.arguments)
+        verdict = repetition.check(call.name, call.arguments)  # an unknown tool called again and again too
         if verdict == "stop":
             stop = Outcome("loop_detected", error=_loop_message(repetition, call))
             skip(i, call, f"not run: {stop.error}", "loop_detected")
@@ -78,6 +74,10 @@ def admit_calls(action: ToolAction, *, toolbox: Toolbox, repetition: RepetitionD
             text = _repetition_warning(repetition, call, messages)
             warn(text.split("\n", 1)[0])
             skip(i, call, text, "repetition")
+            continue
+        if call.name not in toolbox:
+            unknown = toolbox.unknown(call.name)
+            decided[i] = CallOutcome(call, unknown.status, unknown.text, dict(unknown.data))
             continue
         why = budget.tool_calls_exceeded()
         if why:

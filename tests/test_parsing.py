@@ -434,6 +434,17 @@ def test_positional_arguments_a_tool_cannot_take_are_refused_with_the_fix():
     assert action.errors[action.calls[0].id].startswith("give the arguments by name")
 
 
+def test_an_answer_that_echoes_a_parameter_schema_is_sent_back_or_read():
+    # Qwen2.5-Coder 1.5B under loop.answer_tool answered with the final_answer tool's own parameter schema
+    echo = '{"type": "object", "properties": {"answer": {"type": "string", "description": "The answer."}}, ' \
+           '"required": ["answer"]}'
+    action = native(echo)
+    assert isinstance(action, ParseFailure) and action.error.startswith("the answer is a JSON Schema")
+    filled = '{"type": "object", "properties": {"answer": "The capital of France is Paris."}, "required": ["answer"]}'
+    assert native(filled).text == "The capital of France is Paris."  # the schema with the answer written into it
+    assert native('{"type": "object", "name": "x"}').text == '{"type": "object", "name": "x"}'  # not a schema
+
+
 def test_a_call_with_arguments_nested_too_deep_is_refused_with_the_reason():
     action = native("calculator(" + "[" * 300 + "]" * 300 + ")")
     assert isinstance(action, ToolAction) and action.calls[0].arguments == {}

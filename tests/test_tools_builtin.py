@@ -47,6 +47,15 @@ def test_calculator_refusals_are_error_observations(tmp_path, expression, messag
     assert result.text == message
 
 
+def test_arguments_that_are_the_tools_own_schema_get_the_fix(tmp_path):
+    from thinkflow.config.builtin_tools import PARAMETERS
+
+    result = box(tmp_path).call("calculator", dict(PARAMETERS["calculator"]))
+    assert (result.status, result.text.splitlines()[1]) == ("invalid", (
+        "- these are the tool's parameter schema, not its arguments: send the values themselves, e.g. "
+        '{"expression": ...}'))
+
+
 def test_file_tools_stay_in_the_workspace(tmp_path):
     root = tmp_path / "ws"
     root.mkdir()

@@ -84,10 +84,12 @@ class LoopSpec:
             (see :mod:`thinkflow.run.answer_files`).
         retry_after_error: send back (once) a final answer given right after a step in which no tool call succeeded,
             with the errors, so the model fixes the call (see :mod:`thinkflow.run.answer_checks`).
-        answer_tool: native style only: the model must call a tool at every step (``tool_choice: "required"``)
-            and answers by calling the added ``final_answer`` tool, so a server that constrains tool calls by
-            grammar can never return an unparsed call or an echoed tool result as the answer. The embedded
-            model gets the ``final_answer`` tool without ``"required"``, which its server mishandles.
+        answer_tool: native style only: the model answers by calling an added ``final_answer`` tool. True: it
+            must also call a tool at every step (``tool_choice: "required"``), so a server that constrains tool
+            calls by grammar can never return an unparsed call or an echoed tool result as the answer (the
+            embedded model gets the ``final_answer`` tool without ``"required"``, which its server mishandles).
+            None (unset): on under ``style: auto`` for the embedded model (``local/...``), off otherwise. False:
+            off.
     """
 
     style: ActionStyle = "auto"
@@ -100,7 +102,7 @@ class LoopSpec:
     stream: bool = False
     check_answer_files: bool = False
     retry_after_error: bool = True
-    answer_tool: bool = False
+    answer_tool: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,14 @@ def expected_format(style: Style, tool_names: Sequence[str]) -> str:
             f"of the tools ({names}) through the function-calling interface.")
 
 
+def is_schema_echo(value: Any) -> bool:
+    """True when ``value`` looks like a JSON Schema of an object (``{"type": "object", "properties": {...}}``), the
+    shape a small model echoes in place of arguments or of an answer (Qwen2.5-Coder 1.5B under
+    ``loop.answer_tool``)."""
+    return (isinstance(value, dict) and value.get("type") == "object" and isinstance(value.get("properties"), dict)
+            and set(value) <= {"type", "properties", "required", "additionalProperties", "description", "title"})
+
+
 def failure(style: Style, tool_names: Sequence[str], error: str, kind: str = "format", thought: str = "") -> ParseFailure:
     """A :class:`ParseFailure` whose message states ``error`` and the expected format of ``style``."""
     message = f"Your last reply could not be used: {error}\n{expected_format(style, tool_names)}"

@@ -74,6 +74,7 @@ from thinkflow.reply.actions import (
     failure,
     is_final_name,
     is_no_tool,
+    is_schema_echo,
     match_tool_name,
     new_call_id,
     no_tool_failure,
@@ -202,6 +203,13 @@ def parse_reply(
         ToolAction, FinalAnswer or ParseFailure. Never raises for anything a model can say.
     """
     action = _parse(text, tool_calls, style, tools, argument_errors)
+    echoed = _echoed_schema(action) if isinstance(action, FinalAnswer) else None
+    if echoed is not None:
+        filled = echoed["properties"].get("answer")
+        if isinstance(filled, str) and filled.strip():  # the schema with the answer written into it
+            return FinalAnswer(filled.strip(), thought=action.thought)
+        return failure(style, list(tools), "the answer is a JSON Schema (a tool's parameters), not an answer. Give "
+                       "the final answer itself, stating the result", thought=action.thought)
     if not isinstance(action, FinalAnswer) or not _ECHOED_RESULT.match(action.text):
         return action
     end, echo = 0, _ECHOED_RESULT.match(action.text)
@@ -214,6 +222,21 @@ def parse_reply(
     return failure(style, list(tools), "the answer only repeats a tool result (<tool_response>); never write tool "
                    "results yourself. Give the final answer in your own words, stating the result",
                    thought=action.thought)
+
+
+def _echoed_schema(action: FinalAnswer) -> dict[str, Any] | None:
+    """The echoed parameter schema (:func:`~thinkflow.reply.actions.is_schema_echo`) a final answer is, as its
+    structured data or as its whole text; else None."""
+    if is_schema_echo(action.data):
+        return action.data  # type: ignore[return-value]
+    text = action.text.strip()
+    if not (text.startswith("{") and text.endswith("}")) or len(text) > 100_000:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if is_schema_echo(value) else None
 
 
 _JSON_START = re.compile(r"\{[ \t\r\n]*[\"']")

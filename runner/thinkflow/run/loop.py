@@ -106,6 +106,7 @@ class _Run(RunBase):
         self.steps: list[Step] = []
         self.current: Step | None = None
         self.style = "react"
+        self.answer_tool = False
         self.messages: list[Message] = [Message("user", task)]
         self.session_history: list[Message] = []
         self.memories: list[dict[str, Any]] = []
@@ -141,6 +142,13 @@ class _Run(RunBase):
                 caps = None
         self.caps = caps
         self.style, self.style_reason = pick_style(self.loop_spec.style, caps)
+        self.answer_tool = self.loop_spec.answer_tool
+        if self.answer_tool is None:  # auto: the embedded model answers through the final_answer tool
+            local = str(getattr(self.client, "model", "")).startswith("local/")
+            self.answer_tool = self.loop_spec.style == "auto" and local
+            if self.answer_tool and self.style == "native":
+                self.style_reason += ("; answers through the final_answer tool (loop.answer_tool, on under auto for "
+                                      "the embedded model)")
         self.session_history = self._load_session()
         self.toolbox.start_run(RunInfo(run_id=self.run_id, agent=self.spec.name,
                                        session=self.session.name if self.session is not None else None))
@@ -196,7 +204,7 @@ class _Run(RunBase):
             "style": self.style,
             "tools": [tool_for_prompt(d) for d in described],
             "output_schema": json.dumps(schema, ensure_ascii=False) if schema else "",
-            "answer_tool": self.style == "native" and self.loop_spec.answer_tool,
+            "answer_tool": self.style == "native" and self.answer_tool,
         })
         text = text.strip()
         self._system_cache = (key, text)
@@ -230,7 +238,7 @@ class _Run(RunBase):
     # ------------------------------------------------------------------------------------------------ model
     def _model_kwargs(self) -> dict[str, Any]:
         kwargs = style_kwargs(self.style, self.toolbox, self.client, output_schema=self.spec.output_schema,
-                              answer_tool=self.loop_spec.answer_tool)
+                              answer_tool=self.answer_tool)
         if self.stream:
             step = self.step
             kwargs["on_text"] = lambda piece: self.emit(ev.TextDelta(step=step, text=piece))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
+from thinkflow.reply.actions import is_schema_echo
 from thinkflow.text import did_you_mean
 
 _TYPE_NAMES = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
@@ -151,6 +152,9 @@ def check_arguments(name: str, parameters: dict[str, Any], arguments: Any) -> st
         errors = sorted(validator.iter_errors(arguments),
                         key=lambda e: (list(map(str, e.absolute_path)), e.validator != "required", str(e.validator)))
         lines = [line for e in errors for line in describe_error(e, parameters)]
+        if is_schema_echo(arguments):  # a small model copies the parameter schema it was shown
+            lines = ["these are the tool's parameter schema, not its arguments: send the values themselves, e.g. "
+                     f"{{{', '.join(json.dumps(k) + ': ...' for k in list(parameters.get('properties') or {})[:3])}}}"]
     body = "\n".join(f"- {line}" for line in lines)
     return f"invalid arguments for tool '{name}':\n{body}\nexpected: {expected_shape(name, parameters)}"
 

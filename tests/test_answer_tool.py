@@ -71,3 +71,14 @@ def test_a_final_answer_call_that_repeats_a_tool_result_is_sent_back():
     echo = parse_reply(None, [ToolCall("c1", "final_answer", {"answer": "<tool_response>\n4 rows\n</tool_response>"})],
                        style="native", tools=CALC)
     assert isinstance(echo, ParseFailure) and "repeats a tool result" in echo.error
+
+
+def test_answer_tool_unset_is_on_under_auto_for_the_embedded_model_only():
+    from thinkflow.reply.styles import pick_answer_tool
+
+    reason = "answers through the final_answer tool (loop.answer_tool, on under auto for the embedded model)"
+    assert pick_answer_tool(None, "auto", "local/qwen2.5-coder-1.5b") == (True, reason)
+    assert pick_answer_tool(None, "native", "local/qwen2.5-coder-1.5b") == (False, "")
+    assert pick_answer_tool(None, "auto", "openai/gpt-4o-mini") == (False, "")
+    assert pick_answer_tool(False, "auto", "local/qwen2.5-coder-1.5b") == (False, "")
+    assert pick_answer_tool(True, "json", "openai/gpt-4o-mini") == (True, "")

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from thinkflow.config import locate, refs
+from thinkflow.config import locate, refs, tool_refs
 from thinkflow.errors import ConfigIssue, SpecError
 from thinkflow.config.interpolate import interpolate, redact_issue
 from thinkflow.config.schemas import validate
@@ -82,7 +82,7 @@ def _tool_doc(doc: Document, path: Path, env: Mapping[str, str]) -> tuple[ToolSp
         return None, issues
     data, secrets, issues = interpolate(doc.data, env, file=file, marks=doc.marks)  # 2. interpolate
     schema_issues = _without_env_paths(validate(data, "tool", file=file, marks=doc.marks), issues)  # 3. schema
-    issues += schema_issues + refs.check_tool(data, file, doc.marks)  # 4. references (placeholders, schemas)
+    issues += schema_issues + tool_refs.check_tool(data, file, doc.marks)  # 4. references (placeholders, schemas)
     spec = None
     if not issues:  # 5. build
         try:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from thinkflow.config import locate, refs
+from thinkflow.config import locate, tool_refs
 from thinkflow.config.loader import load_agent
 from thinkflow.config.interpolate import interpolate, redact_issue
 from thinkflow.config.schemas import validate
@@ -258,7 +258,7 @@ def _assertions(check: _Checker, expect: dict[str, Any], base: PathKey,
             {"value": number["value"], "tolerance": number.get("tolerance", 0)}
         add("answer.number", value, at + ("number",))
     if "schema" in answer:
-        check.issues += refs.check_json_schema(answer["schema"], at + ("schema",), check.file, check.marks)
+        check.issues += tool_refs.check_json_schema(answer["schema"], at + ("schema",), check.file, check.marks)
         add("answer.schema", answer["schema"], at + ("schema",))
     tool_block = expect.get("tools") or {}
     at = base + ("tools",)

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Mapping, NamedTuple
 
-from thinkflow.config import locate, refs
+from thinkflow.config import locate, tool_refs
 from thinkflow.config.loader import _agent_file, _parsed, _Session, _tools_file
 from thinkflow.config.testfile import check_test_file, is_test_file
 from thinkflow.errors import ConfigIssue
@@ -67,8 +67,8 @@ def validate_paths(paths: Iterable[str | os.PathLike[str]], *, env: Mapping[str,
         elif config_kind(path) == "tool":
             specs, file_issues = _tools_file(path, env)
             docs = _parsed(path)[1]
-            issues += file_issues or refs.entrypoint_issues(docs, path)
-            issues += refs.defined_twice(docs, path, [spec.name for spec in specs], defined)
+            issues += file_issues or tool_refs.entrypoint_issues(docs, path)
+            issues += tool_refs.defined_twice(docs, path, [spec.name for spec in specs], defined)
         elif config_kind(path) == "test":
             issues += check_test_file(path, env=env)[1]
         else:

@@ -65,6 +65,17 @@ def pick_style(style: str, capabilities: Any) -> tuple[str, str]:
     return "json", f"no native tool calls known; json actions in text ({facts})"
 
 
+def pick_answer_tool(setting: bool | None, style: str, model: str) -> tuple[bool, str]:
+    """``(on, reason)`` for ``loop.answer_tool``: ``setting`` itself when given; unset, on under ``style`` "auto"
+    for the embedded model (``model`` ``local/...``), where it finished more of bench/suite.py's tasks than plain
+    native (bench/RESULTS.md), off otherwise. ``reason`` is added to the style's reason ("" when it adds nothing)."""
+    if setting is not None:
+        return setting, ""
+    on = style == "auto" and model.startswith("local/")
+    return on, ("answers through the final_answer tool (loop.answer_tool, on under auto for the embedded model)"
+                if on else "")
+
+
 # --------------------------------------------------------------------------------------------------------------
 # The json style's schema
 

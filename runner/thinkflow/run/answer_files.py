@@ -5,8 +5,8 @@ With the check on, the loop looks for file paths in a final answer (a path endin
 :data:`FILE_EXTENSIONS`, relative to the agent's workspace or absolute; URLs are not paths) and, when one does not
 exist, sends the answer back once with :func:`missing_files_request` so the model can create the file with a tool or
 drop the claim. An answer that names none of the files the run's tools wrote (a chart made, then "the total is
-12345") is sent back with :func:`unnamed_files_request`. One answer is sent back per run; the next is accepted with a
-warning.
+12345") is sent back with :func:`unnamed_files_request`. How often an answer is sent back is
+:mod:`thinkflow.run.answer_checks`' to decide (once per run).
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-
-MAX_FILE_CHECKS = 1
-"""Final answers sent back for naming missing files before one is accepted with a warning."""
 
 FILE_EXTENSIONS = (
     "png", "jpg", "jpeg", "gif", "svg", "webp", "pdf", "csv", "tsv", "json", "jsonl", "txt", "md", "html", "htm",

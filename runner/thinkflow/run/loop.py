@@ -12,9 +12,10 @@ Faults that become observations for the model: an unparsable reply (with the exp
 cannot be decoded, an unknown tool, a failing or denied tool, a repeated call (one warning), a final answer that
 does not match ``output_schema`` (sent back for repair twice), a final answer cut off at the token limit, given
 right after failed tool calls (``loop.retry_after_error``) or naming files that do not exist
-(``loop.check_answer_files``): each sent back once (:mod:`thinkflow.run.answer_checks`). Faults that end the run with a status: a model error
-after retries (``model_error``), repeated empty replies (``model_error``), ``max_steps``, the wall-clock
-``timeout``, a budget (``budget_exceeded``), a repetition that continues after the warning (``loop_detected``),
+(``loop.check_answer_files``): each sent back once (:mod:`thinkflow.run.answer_checks`). Faults that end the run
+with a status: a model error after retries (``model_error``), repeated empty replies (``model_error``),
+``max_steps``, the wall-clock ``timeout``, a budget (``budget_exceeded``), a repetition that continues after the
+warning (``loop_detected``),
 the same malformed reply three times in a row (``loop_detected``, :mod:`thinkflow.run.malformed_streak`),
 an answer still invalid after the repairs (``invalid_output``), Ctrl-C (``interrupted``). A run that ends early
 carries the best partial answer. The trace and the session are saved whatever the ending.
@@ -33,14 +34,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from thinkflow.errors import ThinkFlowError
-from thinkflow.memory.policy import format_memories, recall_query
+from thinkflow.memory.policy import recall_query
 from thinkflow.model.messages import Message, ModelReply
 from thinkflow.prompting.templates import render_agent_prompt, render_builtin
 from thinkflow.reply.actions import Action, FinalAnswer, ParseFailure, ToolAction
 from thinkflow.reply.final_output import MAX_OUTPUT_REPAIRS, check_output, repair_request
 from thinkflow.reply.parsing import parse_reply
-from thinkflow.reply.styles import MALFORMED_BEFORE_SWITCH, NEXT_STYLE, pick_style, style_kwargs, textualize
+from thinkflow.reply.styles import (MALFORMED_BEFORE_SWITCH, NEXT_STYLE, pick_answer_tool, pick_style, style_kwargs,
+                                   textualize)
 from thinkflow.run import events as ev
 from thinkflow.run.answer_checks import AnswerChecks
 from thinkflow.run.base import RunBase, RunResult
@@ -48,6 +49,7 @@ from thinkflow.run.collaborators import RunnableAgent
 from thinkflow.run.context import activate
 from thinkflow.run.limits import Budget, RepetitionDetector
 from thinkflow.run.malformed_streak import MalformedStreak
+from thinkflow.run.memory_steps import MemorySteps
 from thinkflow.run.outcome import Outcome
 from thinkflow.run.session import Session
 from thinkflow.run.step import Step, calls_run, partial_answer, tool_results
@@ -91,7 +93,7 @@ def run(
                 max_steps=max_steps, stream=stream, budget=budget, run_id=run_id).execute()
 
 
-class _Run(RunBase):
+class _Run(RunBase, MemorySteps):
     """State of one run (internal; see :func:`run`)."""
 
     def __init__(self, agent: RunnableAgent, task: str, *, on_event: Callable[[ev.Event], None] | None,
@@ -142,13 +144,10 @@ class _Run(RunBase):
                 caps = None
         self.caps = caps
         self.style, self.style_reason = pick_style(self.loop_spec.style, caps)
-        self.answer_tool = self.loop_spec.answer_tool
-        if self.answer_tool is None:  # auto: the embedded model answers through the final_answer tool
-            local = str(getattr(self.client, "model", "")).startswith("local/")
-            self.answer_tool = self.loop_spec.style == "auto" and local
-            if self.answer_tool and self.style == "native":
-                self.style_reason += ("; answers through the final_answer tool (loop.answer_tool, on under auto for "
-                                      "the embedded model)")
+        self.answer_tool, why = pick_answer_tool(self.loop_spec.answer_tool, self.loop_spec.style,
+                                                 str(getattr(self.client, "model", "")))
+        if why and self.style == "native":
+            self.style_reason += f"; {why}"
         self.session_history = self._load_session()
         self.toolbox.start_run(RunInfo(run_id=self.run_id, agent=self.spec.name,
                                        session=self.session.name if self.session is not None else None))
@@ -167,23 +166,6 @@ class _Run(RunBase):
         if self.current is not None and (not self.steps or self.steps[-1] is not self.current):
             return [*self.steps, self.current]
         return self.steps
-
-    # ------------------------------------------------------------------------------------------------ memory
-    def _recall(self, query: str) -> None:
-        store = self.agent.long_term
-        if store is None:
-            return
-        try:
-            records = store.recall(query)
-        except ThinkFlowError as failure:
-            self.emit(ev.RunWarning(f"memory recall failed: {failure}", code="memory_recall", step=self.step))
-            return
-        self.memories = format_memories(records)
-        self._system_cache = None
-        self.emit(ev.MemoryRecalled(
-            step=self.step, query=query,
-            memories=[{"id": m["id"], "content": m["content"], "score": m["score"]} for m in self.memories],
-        ))
 
     # ------------------------------------------------------------------------------------------------ prompt
     def _tool_schemas(self) -> dict[str, dict | None]:
@@ -219,21 +201,6 @@ class _Run(RunBase):
         if short_term is None:
             return [system, *history, *self.messages]
         return short_term.with_session(short_term.view([system, *self.messages]), history)
-
-    def _compact(self) -> None:
-        short_term = self.agent.short_term
-        if short_term is None or short_term.summarize is None:
-            return
-        system = Message("system", self._system_prompt())
-        before = [system, *self.messages]
-        try:
-            after, summary = short_term.compact(before)
-        except (ThinkFlowError, ValueError, TypeError) as failure:
-            self.emit(ev.RunWarning(f"the conversation summary failed: {failure}", code="summary", step=self.step))
-            return
-        if summary:
-            self.messages = list(after[1:])
-            self.emit(ev.Summary(step=self.step, text=summary, replaced_messages=len(before) - len(after) + 1))
 
     # ------------------------------------------------------------------------------------------------ model
     def _model_kwargs(self) -> dict[str, Any]:

@@ -2,14 +2,15 @@
 
 Where ``bench_loop.py`` runs each implementation in its own worker process (the headline figures), this script
 runs the three side by side in one interpreter, interleaved per round, so that a change to how ThinkFlow makes its
-model call can be priced against the bare loop on exactly the same footing. ``--inline`` makes ThinkFlow's model
-call in the loop's own thread instead of the persistent worker (:mod:`thinkflow.run.model_worker`): the difference
+model call can be priced against the bare loop on exactly the same footing. ThinkFlow runs here in the main thread,
+so its model calls are made inline under the run's ``SIGALRM`` deadline (:mod:`thinkflow.run.model_worker`);
+``--worker`` hands them to the persistent worker thread instead, as a run off the main thread does: the difference
 between the two is the cost of the hand-off (bench/RESULTS.md, "Loop overhead, where it goes").
 
 Prints each implementation's median milliseconds per 10-step run and its ratio to the bare loop. Not part of
 ``make bench``; a diagnostic.
 
-Usage: ``LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python bench/loop_ab.py [--rounds 8] [--runs 5] [--inline]``.
+Usage: ``LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python bench/loop_ab.py [--rounds 8] [--runs 5] [--worker]``.
 """
 
 from __future__ import annotations
@@ -30,32 +31,24 @@ from common import ServerProcess  # noqa: E402
 from task import TASK, replies  # noqa: E402
 
 
-def _inline_model_calls() -> None:
-    """Run ThinkFlow's model calls in the calling thread (no worker hand-off)."""
+def _worker_model_calls() -> None:
+    """Make ThinkFlow hand every model call to its worker thread (as off the main thread)."""
     import thinkflow.run.model_worker as model_worker
-    from thinkflow.workers import Job
 
-    class Inline:
-        def submit(self, fn):
-            job = Job(fn)
-            job._run()
-            job._finish()
-            return job
-
-    model_worker.model_calls = lambda: Inline()
+    model_worker._alarm_free = lambda: False
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--inline", action="store_true", help="ThinkFlow's model call in the loop's thread")
+    parser.add_argument("--worker", action="store_true", help="ThinkFlow's model call in its worker thread")
     args = parser.parse_args(argv)
     import bare_litellm
     import thinkflow_agent
 
-    if args.inline:
-        _inline_model_calls()
+    if args.worker:
+        _worker_model_calls()
     with ServerProcess() as server:
         impls = {"bare LiteLLM loop": bare_litellm.make(server.url, max_steps=50),
                  "ThinkFlow": thinkflow_agent.make(server.url, max_steps=50),
@@ -78,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, values in walls.items():
         median = statistics.median(values)
         print(f"{name}: {1000 * median:.2f} ms per run, {median / base:.3f}x the bare loop"
-              f"{' (model call inline)' if args.inline and name.startswith('ThinkFlow') else ''}")
+              f"{' (model call in the worker thread)' if args.worker and name.startswith('ThinkFlow') else ''}")
     return 0
 
 

@@ -22,6 +22,8 @@ Replies (format-neutral; each server renders them in its own wire format):
                                             Any reply is streamed when the request streams; ``stream`` sets the chunking.
     ``error(status, body, headers=...)``    an HTTP error, e.g. ``error(429, "slow down", {"Retry-After": "1"})``.
     ``hang()``                              accept the request and never answer until the server stops.
+    ``trickle(every=0.2)``                  send 200 headers, then one blank byte of body every ``every`` seconds,
+                                            never finishing (until the server stops): no read ever times out.
 Every reply takes ``usage=(prompt_tokens, completion_tokens)`` (default (10, 5)).
 
 ``server.responder = fn`` answers every chat request with ``fn(request_body) -> Reply`` instead of the queue (for
@@ -50,7 +52,7 @@ class Reply:
     """One scripted reply.
 
     Attributes:
-        kind: "message", "error" or "hang".
+        kind: "message", "error", "hang" or "trickle".
         content: assistant text (str, None or a list of content parts) for "message".
         calls: tool calls as (name, args, id) with args a dict or a raw string, id a str or None (omitted).
         chunk: characters per streamed text chunk.
@@ -105,6 +107,12 @@ def error(status: int, body: Any = None, headers: dict[str, str] | None = None) 
 def hang() -> Reply:
     """Accept the request and never answer until the server stops."""
     return Reply(kind="hang")
+
+
+def trickle(every: float = 0.2) -> Reply:
+    """Answer 200 with a JSON content type and a long Content-Length, then one blank byte every ``every`` seconds
+    until the server stops: a server that holds a request without ever letting a per-read timeout fire."""
+    return Reply(kind="trickle", delay=every)
 
 
 def _content_text(content: Any) -> str:
@@ -265,6 +273,19 @@ class ScriptedServer:
                 self._stopped.wait(reply.delay)
             if reply.kind == "hang":
                 self._stopped.wait()
+                h.close_connection = True
+                return
+            if reply.kind == "trickle":
+                h.send_response(200)
+                h.send_header("Content-Type", "application/json")
+                h.send_header("Content-Length", "1000000")
+                h.end_headers()
+                try:
+                    while not self._stopped.wait(reply.delay):
+                        h.wfile.write(b" ")
+                        h.wfile.flush()
+                except OSError:
+                    pass  # the client gave up
                 h.close_connection = True
                 return
             if reply.kind == "error":

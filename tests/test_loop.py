@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from scripted_servers import error, hang, text, tool_calls
+from scripted_servers import error, hang, text, tool_calls, trickle
 
 from thinkflow.agent import build
 from thinkflow.run.loop import run
@@ -749,7 +749,7 @@ def test_long_term_memory_fact_recalled_by_next_run(openai_server, tmp_path):
 # ------------------------------------------------------------------------------------------------ model-call worker
 
 
-def test_model_calls_of_a_run_share_one_persistent_worker_thread(openai_server, tmp_path, monkeypatch):
+def _spy_model_threads(monkeypatch) -> list:
     import threading
 
     from thinkflow.model.client import LiteLLMClient
@@ -762,13 +762,63 @@ def test_model_calls_of_a_run_share_one_persistent_worker_thread(openai_server, 
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(LiteLLMClient, "complete", spy)
+    return seen
+
+
+def test_model_calls_in_the_main_thread_run_inline(openai_server, tmp_path, monkeypatch):
+    import signal
+    import threading
+
+    seen = _spy_model_threads(monkeypatch)
+    openai_server.push(tool_calls([("calculator", {"expression": "2*2"}, "c1")]), text("done"))
+    result, _ = go(make_spec(openai_server, tmp_path, timeout=60), "x", tmp_path)
+    assert (result.status, result.answer) == ("completed", "done")
+    assert seen == [threading.main_thread()] * 2  # no hand-off to another thread
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # the run's alarm is disarmed
+    assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)  # and its handler removed
+
+
+def test_model_calls_off_the_main_thread_share_one_persistent_worker_thread(openai_server, tmp_path, monkeypatch):
+    import threading
+
+    seen = _spy_model_threads(monkeypatch)
     openai_server.push(*[tool_calls([("calculator", {"expression": f"{i}*2"}, f"c{i}")]) for i in range(4)],
                        text("done"))
-    result, _ = go(make_spec(openai_server, tmp_path, max_steps=6), "x", tmp_path)
-    assert result.status == "completed" and result.steps == 5
+    results = []
+    runner = threading.Thread(target=lambda: results.append(go(make_spec(openai_server, tmp_path, max_steps=6),
+                                                               "x", tmp_path)[0]))
+    runner.start()
+    runner.join(60)
+    assert results and results[0].status == "completed" and results[0].steps == 5
     assert len({t.ident for t in seen}) == 1  # one thread for every step, not one per call
-    assert seen[0] is not threading.current_thread() and seen[0].daemon
+    assert seen[0] is not runner and seen[0].daemon
     assert seen[0].name.startswith("thinkflow-model-")
+
+
+@pytest.mark.parametrize("where", ["main thread", "worker thread"])
+def test_a_server_that_trickles_bytes_cannot_hold_the_run_past_its_deadline(openai_server, tmp_path, where):
+    # no read ever times out (a byte every 0.1 s), so only a total deadline ends the call
+    import threading
+    import time as time_module
+
+    openai_server.push(trickle(every=0.1), text("later"))
+    spec = make_spec(openai_server, tmp_path, timeout=1.0)
+    results = []
+    began = time_module.monotonic()
+    if where == "main thread":
+        results.append(go(spec, "x", tmp_path)[0])
+    else:
+        runner = threading.Thread(target=lambda: results.append(go(spec, "x", tmp_path)[0]))
+        runner.start()
+        runner.join(30)
+    wall = time_module.monotonic() - began
+    assert results[0].status == "timeout"
+    assert "while waiting for the model" in results[0].error
+    assert wall < 10  # the trickle alone never ends
+    openai_server.queue.clear()
+    openai_server.push(text("fine"))
+    after, _ = go(make_spec(openai_server, tmp_path, timeout=60), "y", tmp_path)
+    assert (after.status, after.answer) == ("completed", "fine")  # nothing left armed or broken
 
 
 def test_the_deadline_holds_for_each_run_after_an_abandoned_call(openai_server, tmp_path):

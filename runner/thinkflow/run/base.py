@@ -150,26 +150,25 @@ class RunBase:
 
     # ------------------------------------------------------------------------------------------------ model
     def _call_model(self, messages: list[Message], **kwargs: Any) -> ModelReply | Outcome:
-        """``client.complete(messages, **kwargs)`` in a persistent worker thread
-        (:func:`thinkflow.run.model_worker.model_calls`), bounded by the run's deadline twice over: the client
-        cuts each request's timeout to the time left, and this thread stops waiting at the deadline. Ctrl-C lands
-        here, in the wait, never inside LiteLLM, and the abandoned request dies with the process; a model server
-        that trickles bytes cannot hold the run past its deadline. The worker is reused from step to step (a new
-        thread per call cost about a third of ThinkFlow's own time per step: bench/RESULTS.md).
+        """``client.complete(messages, **kwargs)``, bounded by the run's deadline twice over: the client cuts each
+        request's timeout to the time left, and :func:`thinkflow.run.model_worker.call_model` abandons the call at
+        the deadline (inline under a ``SIGALRM`` timer in the main thread, else in a persistent worker thread), so a
+        model server that trickles bytes cannot hold the run past it.
 
         Returns:
             the reply; or the ending (no answer yet): ``timeout`` when the deadline passed first, ``model_error``
             when the model failed after the client's retries and fallbacks.
         """
-        from thinkflow.run.model_worker import model_calls
+        from thinkflow.run.model_worker import call_model
 
         started = time.monotonic()
-        job = model_calls().submit(lambda: self.client.complete(messages, deadline=self.deadline, **kwargs))
         try:
             remaining = self._remaining()
-            finished = job.wait(None if remaining is None else max(remaining, 0.0))
+            job = call_model(lambda: self.client.complete(messages, deadline=self.deadline, **kwargs),
+                             None if remaining is None else max(remaining, 0.0))
         finally:
             self.model_seconds += time.monotonic() - started
+        finished = job.done
         failure = job.error
         if not finished or (isinstance(failure, ModelError) and self.deadline is not None
                             and time.monotonic() >= self.deadline):

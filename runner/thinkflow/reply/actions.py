@@ -77,14 +77,15 @@ class ParseFailure:
     Attributes:
         message: the observation for the model: what went wrong and exactly which format is expected.
         error: the parser's own error (for the trace).
-        kind: "empty" (no text, no tool calls), "format" (no action in the expected format) or "arguments"
-            (an action whose arguments cannot be decoded).
+        kind: "empty" (no text, no tool calls), "format" (no action in the expected format), "arguments"
+            (an action whose arguments cannot be decoded) or "schema_echo" (the reply is a tool's parameter schema,
+            copied from the tool definitions, instead of an answer).
         thought: any reasoning text found.
     """
 
     message: str
     error: str
-    kind: Literal["empty", "format", "arguments"] = "format"
+    kind: Literal["empty", "format", "arguments", "schema_echo"] = "format"
     thought: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -183,6 +184,15 @@ def is_schema_echo(value: Any) -> bool:
     ``loop.answer_tool``)."""
     return (isinstance(value, dict) and value.get("type") == "object" and isinstance(value.get("properties"), dict)
             and set(value) <= {"type", "properties", "required", "additionalProperties", "description", "title"})
+
+
+def echoes_schemas(action: Any) -> bool:
+    """True when ``action`` (a parsed reply) copies tool definitions instead of acting: a ParseFailure of kind
+    ``schema_echo``, or tool calls whose arguments are all parameter schemas (:func:`is_schema_echo`)."""
+    if isinstance(action, ParseFailure):
+        return action.kind == "schema_echo"
+    calls = getattr(action, "calls", ())
+    return bool(calls) and all(is_schema_echo(call.arguments) for call in calls)
 
 
 def failure(style: Style, tool_names: Sequence[str], error: str, kind: str = "format", thought: str = "") -> ParseFailure:

@@ -209,7 +209,7 @@ def parse_reply(
         if isinstance(filled, str) and filled.strip():  # the schema with the answer written into it
             return FinalAnswer(filled.strip(), thought=action.thought)
         return failure(style, list(tools), "the answer is a JSON Schema (a tool's parameters), not an answer. Give "
-                       "the final answer itself, stating the result", thought=action.thought)
+                       "the final answer itself, stating the result", kind="schema_echo", thought=action.thought)
     if not isinstance(action, FinalAnswer) or not _ECHOED_RESULT.match(action.text):
         return action
     end, echo = 0, _ECHOED_RESULT.match(action.text)

@@ -149,12 +149,14 @@ def _input_json(raw: str) -> str:
 
 
 # Anchored at the start (``match``, never a search), each part one character class: linear on any input.
-_FINAL_PREFIX = re.compile(r"[\s*_`]*+final[ \t_-]*answer[ \t*_`]*+[:：](?:[ \t]*[*_`]+(?=\s))?\s*", re.I)
+#: ``Final Answer:`` (any case, markdown emphasis), or ``final_answer`` alone on the reply's first line with text below
+_FINAL_PREFIX = re.compile(r"[\s*_`]*+final[ \t_-]*answer[ \t*_`]*+(?:[:：](?:[ \t]*[*_`]+(?=\s))?|(?=\r?\n\s*\S))\s*",
+                           re.I)
 _THOUGHT_PREFIX = re.compile(r"[\s*_`]*+thought[ \t*_`]*+[:：](?:[ \t]*[*_`]+(?=\s))?\s*", re.I)
 
 
 def strip_final_label(text: str) -> str:
-    """``text`` without a leading ``Final Answer:`` label."""
+    """``text`` without a leading ``Final Answer:`` label (or a first line that is only ``final_answer``)."""
     match = _FINAL_PREFIX.match(text)
     return text[match.end():] if match else text
 

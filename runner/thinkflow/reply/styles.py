@@ -151,7 +151,8 @@ def _tool_alternative(name: str, parameters: Any) -> tuple[dict[str, Any], bool]
     }, constrained)
 
 
-def json_action_schema(tools: Sequence[str] | Mapping[str, Any], *, output_schema: Any = None) -> dict[str, Any]:
+def json_action_schema(tools: Sequence[str] | Mapping[str, Any], *, output_schema: Any = None,
+                       answer: bool = True) -> dict[str, Any]:
     """The JSON Schema of one json-style reply::
 
         {"thought": "...", "actions": [{"action": "final_answer", "action_input": "<the answer>"}]}
@@ -161,7 +162,7 @@ def json_action_schema(tools: Sequence[str] | Mapping[str, Any], *, output_schem
     first (its input a string, or any JSON value when the agent has an ``output_schema``), then one per tool whose
     ``action_input`` is that tool's parameter schema reduced by :func:`grammar_schema` (a tool whose schema
     cannot be expressed gets a free JSON object). ``tools``: names -> parameter schemas (or a list of names, all
-    loose).
+    loose). ``answer=False`` leaves ``final_answer`` out (the reply must call a tool; ignored without tools).
     """
     schemas = dict(tools) if isinstance(tools, Mapping) else {name: None for name in tools}
     final = {
@@ -171,7 +172,7 @@ def json_action_schema(tools: Sequence[str] | Mapping[str, Any], *, output_schem
         "required": ["action", "action_input"],
         "additionalProperties": False,
     }
-    alternatives = [final]
+    alternatives = [final] if answer or not schemas else []
     alternatives += [_tool_alternative(name, parameters)[0] for name, parameters in schemas.items()]
     return {
         "type": "object",
@@ -216,11 +217,11 @@ def answer_tool_definition(output_schema: Any = None) -> dict[str, Any]:
 
 
 def style_kwargs(style: str, toolbox: Any, client: Any, *, output_schema: Any = None,
-                 answer_tool: bool = False) -> dict[str, Any]:
+                 answer_tool: bool = False, call_required: bool = False) -> dict[str, Any]:
     """The ``complete()`` keyword arguments of ``style``: ``tools`` (native, when there are tools; with
     ``answer_tool``, plus :func:`answer_tool_definition` and ``tool_choice="required"``), ``response_format``
     (json: the :func:`json_action_schema` of the toolbox's tools when the model supports JSON schema, else JSON
-    mode when supported) or ``stop`` (react)."""
+    mode when supported; ``call_required``: a schema without ``final_answer``) or ``stop`` (react)."""
     kwargs: dict[str, Any] = {}
     if style == "native" and answer_tool:
         kwargs["tools"] = [*toolbox.definitions(), answer_tool_definition(output_schema)]
@@ -237,7 +238,8 @@ def style_kwargs(style: str, toolbox: Any, client: Any, *, output_schema: Any = 
             kwargs["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "agent_action",
-                                "schema": json_action_schema(schemas, output_schema=output_schema)},
+                                "schema": json_action_schema(schemas, output_schema=output_schema,
+                                                             answer=not call_required)},
             }
         elif getattr(caps, "json_mode", False):
             kwargs["response_format"] = {"type": "json_object"}

@@ -15,6 +15,9 @@ The checks, in order:
   least one failed (status ``error``, ``invalid`` or ``timeout``; the others skipped, e.g. as repeats in the same
   reply) and none was denied (a call a person denied is not retried), and the answer came straight after. The
   request repeats the errors, which name the fix.
+- ``announced_call``: no tool call has been made in the run, and the answer's reasoning says it will use one of the
+  offered tools ("I will use the weather tool ..."): the answer was written in place of the call it announced.
+  Always on (the embedded 1.5B model answered "Oslo 10 °C, Bergen 12 °C" this way in suite run 7).
 - ``missing_files`` / ``unnamed_files`` (``loop.check_answer_files``): see :mod:`thinkflow.run.answer_files`.
 
 No I/O beyond checking that named files exist.
@@ -22,6 +25,7 @@ No I/O beyond checking that named files exist.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -45,13 +49,19 @@ FAILED = ("error", "invalid", "timeout")
 ERROR_CHARS = 600
 """Each repeated tool error is cut to this many characters."""
 
+_INTENT = re.compile(r"\b(?:i will|i'll|i need to|i must|i should|let me|i am going to|i'm going to|we need to|"
+                     r"we will|we'll|let's)\s+(?:first\s+|now\s+)?(?:use|call|check|query|run|look up|fetch|invoke|ask)"
+                     r"\b(?P<rest>[^.\n]{0,80})", re.I)
+"""An announced tool use: the intent phrase, then the rest of its sentence (where the tool's name is looked for)."""
+
 
 @dataclass(frozen=True)
 class Review:
     """What a check found in a final answer.
 
     Attributes:
-        code: the check (``cut_off``, ``failed_call``, ``missing_files``, ``unnamed_files``): the warning's code.
+        code: the check (``cut_off``, ``failed_call``, ``announced_call``, ``missing_files``, ``unnamed_files``):
+            the warning's code.
         problem: one line for the warning and the step's error.
         request: the user message that sends the answer back, or None when the answer is accepted anyway (the
             check already sent one back in this run).
@@ -78,7 +88,8 @@ class AnswerChecks:
     sent: dict[str, int] = field(default_factory=dict)
 
     def review(self, answer: str, reply: ModelReply, previous_calls: Sequence[CallOutcome],
-               written: Sequence[str], *, last_step: bool = False) -> Review | None:
+               written: Sequence[str], *, last_step: bool = False, thought: str = "",
+               tool_names: Sequence[str] = ()) -> Review | None:
         """The first check ``answer`` fails that has not sent an answer back yet (a Review with its request), else
         the first check it fails (a Review without request: accept with a warning), else None.
 
@@ -89,8 +100,10 @@ class AnswerChecks:
                 the steps after it only sent answers back.
             written: workspace-relative paths of the files the run's tools wrote.
             last_step: the run has no step left to answer again: nothing is sent back (accept with a warning).
+            thought: the reasoning the answer came with ("" when none).
+            tool_names: the tools offered to the model.
         """
-        failed = list(self._failed(answer, reply, previous_calls, written))
+        failed = list(self._failed(answer, reply, previous_calls, written, thought, tool_names))
         for code, problem, request in failed if not last_step else ():
             budget = SHARED_BUDGET.get(code, code)
             if self.sent.get(budget, 0) < MAX_SEND_BACKS:
@@ -102,7 +115,8 @@ class AnswerChecks:
         return None
 
     def _failed(self, answer: str, reply: ModelReply, previous_calls: Sequence[CallOutcome],
-                written: Sequence[str]) -> Iterator[tuple[str, str, str]]:
+                written: Sequence[str], thought: str = "",
+                tool_names: Sequence[str] = ()) -> Iterator[tuple[str, str, str]]:
         """``(code, problem, request)`` of every check ``answer`` fails, in the module docstring's order."""
         if reply.finish_reason == "length" and not reply.tool_calls:
             yield "cut_off", "the final answer was cut off at the token limit", cut_off_request(self.max_tokens)
@@ -112,6 +126,10 @@ class AnswerChecks:
             names = ", ".join(dict.fromkeys(c.call.name for c in failed))
             yield ("failed_call", f"the final answer came right after failed tool calls ({names})",
                    failed_call_request(failed))
+        announced = announced_tool(thought, tool_names) if not previous_calls else None
+        if announced is not None:
+            yield ("announced_call", f"the answer's reasoning announces a call of {announced}, but no tool was called",
+                   announced_call_request(announced))
         if not self.loop.check_answer_files:
             return
         missing = missing_files(answer, self.workspace)
@@ -131,6 +149,24 @@ def cut_off_request(max_tokens: int | None) -> str:
     limit = f"the limit of {max_tokens} tokens" if max_tokens else "the token limit"
     return (f"Your reply was cut off at {limit}, so it is not an answer. Do not explain how to work it out: call "
             "a tool to do it, or give just the final answer in one or two sentences.")
+
+
+def announced_tool(thought: str, tool_names: Sequence[str]) -> str | None:
+    """The offered tool that ``thought`` says it will use ("I will use the weather tool", "let me call
+    query_data"), or None. A name counts written as given or with spaces for underscores, as a whole word."""
+    for match in _INTENT.finditer(thought or ""):
+        rest = match.group("rest").lower()
+        for name in tool_names:
+            for spelling in {name.lower(), name.lower().replace("_", " ")}:
+                if re.search(rf"(?<![\w-]){re.escape(spelling)}(?![\w-])", rest):
+                    return name
+    return None
+
+
+def announced_call_request(tool: str) -> str:
+    """The message that sends back an answer written in place of the call of ``tool`` it announced."""
+    return (f"You wrote that you would use {tool}, but you called no tool, so your answer is not based on its "
+            f"result. Call {tool} now (or the tool the question needs), then answer from what it returns.")
 
 
 def failed_call_request(failed: Sequence[CallOutcome]) -> str:

@@ -56,6 +56,8 @@ class Step:
         admitted: how many of the calls were admitted to run (charged to the tool-call budget).
         error: why this step's action did not stand: the model error, the format problem, the problem of a
             rejected final answer (schema mismatch, missing files); None otherwise.
+        discarded: the step's turn was taken out of the conversation (a reply that copied the tool definitions,
+            before the style switched).
     """
 
     number: int
@@ -65,6 +67,7 @@ class Step:
     calls: list[CallOutcome] = field(default_factory=list)
     admitted: int = 0
     error: str | None = None
+    discarded: bool = False
 
     @property
     def thought(self) -> str:

@@ -75,18 +75,29 @@ def _measure(cmd: list[str], runs: int, cwd: str, env: dict[str, str] | None = N
     return {"wall": summary(walls), "rss_mib": summary(rss), "error": error}
 
 
+BARE_FIRST_REQUEST = ("import litellm, os, sys\n"
+                      "litellm.completion(model='openai/bench', api_base=sys.argv[1], api_key='sk-bench', "
+                      "num_retries=0, messages=[{'role': 'user', 'content': 'What does the order cost?'}])\n"
+                      "os._exit(0)\n")
+"""The same first request made by a bare script through ``litellm.completion`` (what LiteLLM itself costs before
+its first request, beyond ``import litellm``: the modules its first call imports)."""
+
+
 def _first_request(runs: int, work: Path, floor: list[str] | None = None) -> dict[str, Any]:
     """``thinkflow-run`` on the bench agent (openai/bench at the bench server): launch -> first chat request.
 
     With ``floor`` (the ``import litellm`` command) each run of ``thinkflow-run`` is preceded by one run of the
-    floor, interleaved pair by pair so that load drift hits both alike; ``"floor"`` then holds the floor's figures
-    and ``"over_floor"`` the per-pair difference first request - floor (seconds). The checkout under test is the
-    one this script belongs to (its ``runner/`` first on ``PYTHONPATH``), not whichever is installed.
+    floor and one of :data:`BARE_FIRST_REQUEST`, interleaved triple by triple so that load drift hits all alike;
+    ``"floor"`` then holds the floor's figures, ``"bare"`` the bare script's launch -> first request, and
+    ``"over_floor"`` / ``"over_bare"`` the per-triple differences first request - floor and first request - bare
+    first request (seconds; the latter is ThinkFlow's own start-up). The checkout under test is the one this
+    script belongs to (its ``runner/`` first on ``PYTHONPATH``), not whichever is installed.
     """
     from thinkflow_agent import write_agent
 
     firsts, walls, rss, error = [], [], [], ""
     floor_walls, floor_rss, over = [], [], []
+    bare_firsts, bare_rss, bare_over, over_bare = [], [], [], []
     with ServerProcess() as server:
         agent = write_agent(server.url, folder=work / "run-agent")
         env = offline_env({"PYTHONPATH": os.pathsep.join([str(BENCH.parent / "runner"), str(BENCH / "peers")])})
@@ -95,6 +106,15 @@ def _first_request(runs: int, work: Path, floor: list[str] | None = None) -> dic
                 f_wall, f_peak, f_proc = peak_rss_cmd(floor, env=env, cwd=str(work / "run-agent"))
                 floor_walls.append(f_wall)
                 floor_rss.append(f_peak)
+                server.script([{"text": "The order costs 43 dollars."}])
+                launched = time.time()
+                _, b_peak, b_proc = peak_rss_cmd([floor[0], "-c", BARE_FIRST_REQUEST, server.url], env=env,
+                                                 cwd=str(work / "run-agent"))
+                arrived = server.state()["arrived"]
+                if b_proc.returncode == 0 and arrived:
+                    bare_firsts.append(arrived[0] - launched)
+                    bare_rss.append(b_peak)
+                    bare_over.append(bare_firsts[-1] - f_wall)
             server.script([{"text": "The order costs 43 dollars."}])
             launched = time.time()
             wall, peak, proc = peak_rss_cmd([_bin("thinkflow-run"), str(agent), "What does the order cost?"],
@@ -109,10 +129,15 @@ def _first_request(runs: int, work: Path, floor: list[str] | None = None) -> dic
             rss.append(peak)
             if floor:
                 over.append(firsts[-1] - floor_walls[-1])
+                if len(bare_firsts) == len(firsts):
+                    over_bare.append(firsts[-1] - bare_firsts[-1])
     out = {"wall": summary(firsts), "total_wall": summary(walls), "rss_mib": summary(rss), "error": error}
     if floor:
         out["floor"] = {"wall": summary(floor_walls), "rss_mib": summary(floor_rss), "error": ""}
+        out["bare"] = {"wall": summary(bare_firsts), "rss_mib": summary(bare_rss), "over_floor": summary(bare_over),
+                       "error": "" if bare_firsts else "the bare script made no request"}
         out["over_floor"] = summary(over)
+        out["over_bare"] = summary(over_bare)
     return out
 
 
@@ -140,8 +165,10 @@ def run(runs: int = 5, files: int = 200, tiny: bool = False, with_peers: bool | 
         first = _first_request(runs, work, None if tiny else [py, "-c", "import litellm, os; os._exit(0)"])
         if not tiny:
             rows.append({"name": 'python -c "import litellm" (launch + import, no teardown; floor of the loop; '
-                                 'interleaved with the next row)',
+                                 'interleaved with the next rows)',
                          **first.pop("floor")})
+            rows.append({"name": "bare script, launch -> first model request (the same request through "
+                                 "litellm.completion; interleaved with the next row)", **first.pop("bare")})
         rows.append({"name": "thinkflow-run, launch -> first model request", **first})
         if with_peers:
             rows.append({"name": "peer: import langchain create_agent + ChatOpenAI",
@@ -161,11 +188,15 @@ def run(runs: int = 5, files: int = 200, tiny: bool = False, with_peers: bool | 
         targets.append({"target": "`thinkflow validate` of 200 files under 1 s wall",
                         "value": f"{med:.3f} s ({(med - 1) * 100:+.0f} % vs 1 s)", "met": med < 1.0})
     over = first.get("over_floor")
+    bare_row = next((r for r in rows if r["name"].startswith("bare script")), None)
+    bare_over = bare_row["over_floor"] if bare_row and bare_row["over_floor"]["n"] else None
     if over and over["n"]:
         # met only when the spread allows it: the worst pair within 0.25 s of its own import litellm
         targets.append({"target": "`thinkflow-run` first model request within 0.25 s of `import litellm` "
                                   "(every interleaved pair)",
-                        "value": f"{over['median']:+.3f} s median, pairs {over['min']:+.3f} to {over['max']:+.3f} s",
+                        "value": f"{over['median']:+.3f} s median, pairs {over['min']:+.3f} to {over['max']:+.3f} s"
+                                 + (f" (a bare `litellm.completion` script: {bare_over['median']:+.3f} s, pairs "
+                                    f"{bare_over['min']:+.3f} to {bare_over['max']:+.3f} s)" if bare_over else ""),
                         "met": over["max"] <= 0.25})
     return {"rows": rows, "heavy": heavy, "files": files, "runs": runs, "targets": targets}
 
@@ -184,6 +215,8 @@ def markdown(result: dict[str, Any]) -> str:
             extra = f" (whole run with one model call: {fmt_range(r['total_wall'], digits=2)})"
         if r.get("over_floor", {}).get("n"):
             extra += f"; minus its paired `import litellm`: {fmt_range(r['over_floor'], digits=3)}"
+        if r.get("over_bare", {}).get("n"):
+            extra += f"; minus its paired bare script's first request: {fmt_range(r['over_bare'], digits=3)}"
         lines.append(f"| {r['name']} | {fmt_range(r['wall'], digits=3)}{extra} | {fmt_range(r['rss_mib'], digits=0)} |")
     lines += ["", "Heavy modules in `sys.modules` at exit: " + "; ".join(
         f"`{k}`: {'none' if v == [] else ('could not tell' if v is None else ', '.join(v))}"

@@ -11,7 +11,7 @@ from scripted_servers import error, hang, text, tool_calls, trickle
 
 from thinkflow.agent import build
 from thinkflow.run.loop import run
-from thinkflow.run.answer_checks import cut_off_request
+from thinkflow.run.answer_checks import announced_call_request, announced_tool, cut_off_request
 from thinkflow.run.answer_files import missing_files_request
 from thinkflow.run.tool_calls import DUPLICATE_CALL
 from thinkflow.run.session import Session
@@ -516,6 +516,90 @@ def test_nothing_is_sent_back_on_the_last_step(openai_server, tmp_path):
     assert (result.status, result.answer, len(openai_server.requests)) == ("completed", "16160", 2)
     assert [e.message for e in events if e.type == "warning"] == [
         "the final answer came right after failed tool calls (calculator)"]
+
+
+def _json_reply(thought: str, *actions: tuple[str, object]) -> str:
+    return json.dumps({"thought": thought, "actions": [{"action": a, "action_input": i} for a, i in actions]})
+
+
+def _offered_actions(request: dict) -> list[str]:
+    """The action names the json style's response_format schema lets the reply choose."""
+    items = request["response_format"]["json_schema"]["schema"]["properties"]["actions"]["items"]["anyOf"]
+    return [alternative["properties"]["action"]["const"] for alternative in items]
+
+
+CALCULATOR_SCHEMA = {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}
+
+
+@pytest.mark.parametrize("echo", ["as a call", "as the answer"])
+def test_auto_switches_to_json_at_once_when_a_reply_copies_the_tool_definitions(openai_server, tmp_path, echo):
+    first = (tool_calls([("calculator", CALCULATOR_SCHEMA, "e1")]) if echo == "as a call"
+             else text(json.dumps(CALCULATOR_SCHEMA)))
+    openai_server.push(first, text(_json_reply("now", ("calculator", {"expression": "2*21"}))),
+                       text(_json_reply("done", ("final_answer", "42"))))
+    spec = make_spec(openai_server, tmp_path, style="auto", model="openai/gpt-4o-mini")
+    result, events = go(spec, "2 times 21?", tmp_path)
+    assert (result.status, result.answer, result.style, result.steps) == ("completed", "42", "json", 3)
+    switched = [e for e in events if e.type == "style_switched"]
+    assert [(e.from_style, e.to_style, e.step) for e in switched] == [("native", "json", 1)]
+    assert switched[0].reason.startswith("the reply copied the tool definitions instead of calling a tool")
+    second = openai_server.requests[1]
+    assert [m["role"] for m in second["messages"]] == ["system", "user"]  # the echo and its error are gone
+    assert _offered_actions(second) == ["final_answer", "calculator"]
+
+
+def test_a_copied_schema_under_a_fixed_style_is_answered_not_switched(openai_server, tmp_path):
+    openai_server.push(tool_calls([("calculator", CALCULATOR_SCHEMA, "e1")]),
+                       tool_calls([("calculator", {"expression": "2*21"}, "c1")]), text("42"))
+    result, events = go(make_spec(openai_server, tmp_path), "2 times 21?", tmp_path)
+    assert (result.answer, result.style) == ("42", "native")
+    assert not [e for e in events if e.type == "style_switched"]
+    told = openai_server.requests[1]["messages"][-1]
+    assert told["role"] == "tool" and "these are the tool's parameter schema, not its arguments" in told["content"]
+
+
+def test_an_answer_announcing_a_call_it_did_not_make_is_sent_back_and_the_next_reply_must_call(
+        openai_server, tmp_path):
+    openai_server.push(text(_json_reply("I will use the calculator for this.", ("final_answer", "41"))),
+                       text(_json_reply("ok", ("calculator", {"expression": "2*21"}))),
+                       text(_json_reply("done", ("final_answer", "42"))))
+    spec = make_spec(openai_server, tmp_path, style="json", model="openai/gpt-4o-mini")
+    result, events = go(spec, "2 times 21?", tmp_path)
+    assert (result.answer, result.steps, result.tool_calls) == ("42", 3, 1)
+    assert [(e.code, e.step) for e in events if e.type == "warning"] == [("announced_call", 1)]
+    requests = openai_server.requests
+    assert requests[1]["messages"][-1] == {"role": "user", "content": announced_call_request("calculator")}
+    assert _offered_actions(requests[0]) == ["final_answer", "calculator"]
+    assert _offered_actions(requests[1]) == ["calculator"]  # the reply after the send-back must call
+    assert _offered_actions(requests[2]) == ["final_answer", "calculator"]  # for that one step only
+
+
+def test_auto_moves_native_to_json_when_an_answer_is_sent_back_for_a_call(openai_server, tmp_path):
+    openai_server.push(tool_calls([("calculator", {"expression": "2 * port"}, "c1")]),
+                       text("The calculator does not support port."),
+                       text(_json_reply("", ("calculator", {"expression": "2*8080"}))),
+                       text(_json_reply("", ("final_answer", "16160"))))
+    spec = make_spec(openai_server, tmp_path, style="auto", model="openai/gpt-4o-mini")
+    result, events = go(spec, "port 8080 times 2?", tmp_path)
+    assert (result.answer, result.style, result.tool_calls) == ("16160", "json", 2)
+    assert [(e.from_style, e.to_style, e.step) for e in events if e.type == "style_switched"] == [
+        ("native", "json", 2)]
+    assert "tools" not in openai_server.requests[2] and _offered_actions(openai_server.requests[2]) == ["calculator"]
+    assert openai_server.requests[2]["messages"][-1]["content"].startswith("Your last tool call failed:")
+
+
+@pytest.mark.parametrize("thought, found", [
+    ("To find the temperatures I will use the weather API.", "weather"),
+    ("Let me call query_data with the product filter", "query_data"),
+    ("I'll first use the query data tool.", "query_data"),
+    ("I don't need to use the weather tool: it is general knowledge.", None),
+    ("I will not use the weather tool.", None),
+    ("I will use my knowledge. The weather is nice.", None),  # the name is in another sentence
+    ("Let me use the weatherman.", None),  # not the name as a whole word
+    ("", None),
+])
+def test_announced_tool_reads_an_intent_to_call_an_offered_tool(thought, found):
+    assert announced_tool(thought, ["weather", "query_data"]) == found
 
 
 def test_a_failed_call_is_retried_even_after_a_cut_off_reply_was_sent_back(openai_server, tmp_path):

@@ -537,3 +537,11 @@ def test_match_tool_name():
     assert match_tool_name(" **`Read_CSV`** ", names) == "read_csv"
     assert match_tool_name("“calculator”", names) == "calculator"
     assert match_tool_name("nope", names) == "nope"
+
+
+def test_a_first_line_that_is_only_final_answer_is_not_part_of_the_answer():
+    tools = {"calculator": None}
+    action = parse_reply("final_answer\nThe 25th Fibonacci number is 75025.", style="native", tools=tools)
+    assert isinstance(action, FinalAnswer) and action.text == "The 25th Fibonacci number is 75025."
+    kept = parse_reply("final answer pending review", style="native", tools=tools)
+    assert isinstance(kept, FinalAnswer) and kept.text == "final answer pending review"

@@ -273,3 +273,18 @@ def test_validate_command_exits_with_a_status_never_a_traceback(text):
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code in (0, 1, 2)
     path.unlink()
+
+
+_NAMES = st.from_regex(r"[a-z][a-z_]{0,12}", fullmatch=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(thought=st.text(max_size=400), names=st.lists(_NAMES, max_size=4),
+       intent=st.sampled_from(["", "I will use the ", "let me call ", "I'll first use "]))
+def test_announced_tool_names_only_an_offered_tool(thought, names, intent):
+    from thinkflow.run.answer_checks import announced_tool
+
+    found = announced_tool(thought, names)
+    assert found is None or found in names
+    if names and intent:  # an announcement of the first tool, after any text ending a sentence, is read
+        assert announced_tool(f"{thought}.\n{intent}{names[0]} now", names) in names

@@ -132,6 +132,10 @@ approval) or the run ends. Flushing every line cost ThinkFlow more than the rest
 (bench/RESULTS.md, the loop profile)."""
 
 
+_CLEANED: set[Path] = set()
+"""Trace directories whose stale temporary files this process has already removed."""
+
+
 class TraceWriter:
     """Appends events to one JSONL file.
 
@@ -151,7 +155,9 @@ class TraceWriter:
         self._requests = _RequestLog()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            clean_stale_temp_files(self.path.parent)
+            if self.path.parent not in _CLEANED:  # once per directory and process: a runs/ folder of
+                _CLEANED.add(self.path.parent)      # thousands of traces costs a scan of each name
+                clean_stale_temp_files(self.path.parent)
             # private (0600), like sessions: a trace holds the whole conversation and every observation
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o600)
             self._file = open(fd, "a", encoding="utf-8", newline="\n")

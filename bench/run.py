@@ -228,7 +228,8 @@ def _notes(results: dict[str, Any]) -> list[str]:
             f"per step more), rounds {tf['ratio_rounds']['min']:.2f}-{tf['ratio_rounds']['max']:.2f}x; with "
             f"`write_trace=False` {nt['ratio']:.2f}x, so the JSONL trace (each event line encoded and flushed) costs "
             f"{(tf['overhead_per_step']['median'] - nt['overhead_per_step']['median']) * 1000:.1f} ms per step. The "
-            "model call runs in a persistent worker thread (no thread start per call) and the bench's tools are "
+            "model call runs inline in the loop's thread (the bench runs in the main thread; the run's deadline is a "
+            "SIGALRM timer) and the bench's tools are "
             "`quick: true` (no handoff); what remains is ThinkFlow's per-step work beyond `litellm.completion`: "
             "events, reply parsing, argument validation, the trace. A round above the target on 2 shared cores "
             "means the target is not claimed.")

@@ -574,6 +574,50 @@ def test_an_answer_announcing_a_call_it_did_not_make_is_sent_back_and_the_next_r
     assert _offered_actions(requests[2]) == ["final_answer", "calculator"]  # for that one step only
 
 
+def test_the_last_step_may_answer_after_a_send_back_for_a_call(openai_server, tmp_path):
+    openai_server.push(text(_json_reply("I will use the calculator.", ("final_answer", "41"))),
+                       text(_json_reply("it is 42", ("final_answer", "42"))))
+    spec = make_spec(openai_server, tmp_path, style="json", model="openai/gpt-4o-mini", max_steps=2)
+    result, events = go(spec, "2 times 21?", tmp_path)
+    assert (result.status, result.answer) == ("completed", "42")
+    assert _offered_actions(openai_server.requests[1]) == ["final_answer", "calculator"]  # no step left to call
+
+
+class RecordTool:
+    """A tool whose real arguments are shaped like a JSON Schema (type, properties, required)."""
+
+    def __init__(self):
+        from thinkflow.config.spec import ToolSpec
+
+        self.calls = []
+        self.spec = ToolSpec(name="define_record", description="Define a record type.", kind="python",
+                             parameters=self.parameters())
+
+    def parameters(self):
+        return {"type": "object", "properties": {"type": {"type": "string"}, "properties": {"type": "object"},
+                                                   "required": {"type": "array"}},
+                "required": ["type", "properties"]}
+
+    def run(self, arguments):
+        from thinkflow.tools import ToolResult
+
+        self.calls.append(arguments)
+        return ToolResult("ok", "defined")
+
+
+def test_schema_shaped_arguments_a_tool_accepts_are_a_call_not_an_echo(openai_server, tmp_path):
+    record = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    openai_server.push(tool_calls([("define_record", record, "d1")]), text("Defined."))
+    agent = build(make_spec(openai_server, tmp_path, style="auto", model="openai/gpt-4o-mini", tools=()))
+    tool = RecordTool()
+    agent.toolbox.add(tool)
+    events = []
+    result = run(agent, "define a person record", trace_dir=tmp_path / "runs", on_event=events.append)
+    assert (result.status, result.answer, result.style) == ("completed", "Defined.", "native")
+    assert tool.calls == [record]  # ran once, kept in the conversation
+    assert not [e for e in events if e.type == "style_switched"]
+
+
 def test_auto_moves_native_to_json_when_an_answer_is_sent_back_for_a_call(openai_server, tmp_path):
     openai_server.push(tool_calls([("calculator", {"expression": "2 * port"}, "c1")]),
                        text("The calculator does not support port."),

@@ -211,7 +211,8 @@ class _Run(RunBase, MemorySteps):
     # ------------------------------------------------------------------------------------------------ model
     def _model_kwargs(self) -> dict[str, Any]:
         kwargs = style_kwargs(self.style, self.toolbox, self.client, output_schema=self.spec.output_schema,
-                              answer_tool=self.answer_tool, call_required=self.call_required)
+                              answer_tool=self.answer_tool,
+                              call_required=self.call_required and self.step < self.max_steps)  # the last step may answer
         self.call_required = False  # for the one step after the answer was sent back
         if self.stream:
             step = self.step
@@ -295,7 +296,8 @@ class _Run(RunBase, MemorySteps):
             return None
         if isinstance(action, ToolAction):
             ending = self._run_tools(action, reply, step)
-            echo = echoes_schemas(action)
+            # a call whose tool accepted the schema-shaped arguments ran: it was meant (define_record(type, ...))
+            echo = echoes_schemas(action) and not any(c.status == "ok" for c in step.calls)
             if echo or (action.errors and len(action.errors) == len(action.calls)):
                 error = ("the arguments of every call were the tool's parameter schema" if echo
                          else "; ".join(action.errors.values()))

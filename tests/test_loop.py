@@ -949,6 +949,24 @@ def test_a_server_that_trickles_bytes_cannot_hold_the_run_past_its_deadline(open
     assert (after.status, after.answer) == ("completed", "fine")  # nothing left armed or broken
 
 
+def test_the_conversation_summary_is_bounded_by_the_run_deadline(openai_server, tmp_path):
+    import dataclasses
+    import time as time_module
+
+    from thinkflow.config.spec import MemorySpec, ShortTermSpec
+
+    openai_server.push(tool_calls([("calculator", {"expression": "1+1"}, "c1")]),
+                       tool_calls([("calculator", {"expression": "2+2"}, "c2")]), trickle(every=0.1), text("late"))
+    spec = dataclasses.replace(make_spec(openai_server, tmp_path, timeout=2.0),
+                               memory=MemorySpec(short_term=ShortTermSpec(summarize_after=3)))
+    began = time_module.monotonic()
+    result, events = go(spec, "x", tmp_path)
+    assert result.status == "timeout" and time_module.monotonic() - began < 10
+    assert openai_server.requests[2]["messages"][0]["content"].startswith("Summar")  # the trickled call: the summary
+    assert [e.message for e in events if e.type == "warning" and e.code == "summary"] == [
+        "the conversation summary was dropped: it was cut at the run's deadline"]
+
+
 def test_the_deadline_holds_for_each_run_after_an_abandoned_call(openai_server, tmp_path):
     # a hung call is abandoned at the deadline; its worker stays busy, so the next run gets another worker and
     # its own deadline holds too, and a run after that still completes

@@ -49,11 +49,18 @@ class MemorySteps:
             return
         system = Message("system", self._system_prompt())
         before = [system, *self.messages]
-        try:
-            after, summary = short_term.compact(before)
-        except (ThinkFlowError, ValueError, TypeError) as failure:
-            self.emit(ev.RunWarning(f"the conversation summary failed: {failure}", code="summary", step=self.step))
+        from thinkflow.run.model_worker import call_model
+
+        remaining = self._remaining()  # the summary is a model call: bounded by the run's deadline like any other
+        job = call_model(lambda: short_term.compact(before), None if remaining is None else max(remaining, 0.0))
+        failure = job.error
+        if not job.done or isinstance(failure, (ThinkFlowError, ValueError, TypeError)):
+            why = "it was cut at the run's deadline" if not job.done else f"it failed: {failure}"
+            self.emit(ev.RunWarning(f"the conversation summary was dropped: {why}", code="summary", step=self.step))
             return
+        if failure is not None:
+            raise failure
+        after, summary = job.result
         if summary:
             self.messages = list(after[1:])
             self.emit(ev.Summary(step=self.step, text=summary, replaced_messages=len(before) - len(after) + 1))

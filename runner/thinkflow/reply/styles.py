@@ -216,6 +216,19 @@ def answer_tool_definition(output_schema: Any = None) -> dict[str, Any]:
         "parameters": {"type": "object", "properties": {"answer": answer}, "required": ["answer"]}}}
 
 
+def _capabilities(client: Any) -> Any:
+    """``client.capabilities()``, or None when they cannot be told."""
+    try:
+        return client.capabilities()
+    except Exception:  # noqa: BLE001 - unknown capabilities: nothing assumed
+        return None
+
+
+def json_schema_supported(client: Any) -> bool:
+    """True when the json style's replies are schema-constrained for ``client``'s model (JSON-schema output)."""
+    return bool(getattr(_capabilities(client), "json_schema", False))
+
+
 def style_kwargs(style: str, toolbox: Any, client: Any, *, output_schema: Any = None,
                  answer_tool: bool = False, call_required: bool = False) -> dict[str, Any]:
     """The ``complete()`` keyword arguments of ``style``: ``tools`` (native, when there are tools; with
@@ -229,10 +242,7 @@ def style_kwargs(style: str, toolbox: Any, client: Any, *, output_schema: Any = 
     elif style == "native" and len(toolbox):
         kwargs["tools"] = toolbox.definitions()
     elif style == "json":
-        try:
-            caps = client.capabilities()
-        except Exception:  # noqa: BLE001
-            caps = None
+        caps = _capabilities(client)
         if getattr(caps, "json_schema", False):
             schemas = {d["name"]: d.get("parameters") for d in toolbox.describe()}
             kwargs["response_format"] = {

@@ -46,6 +46,11 @@ two problems it has."""
 FAILED = ("error", "invalid", "timeout")
 """Call statuses that make an answer straight after them a ``failed_call``."""
 
+CALL_REQUESTS = frozenset({"announced_call", "failed_call"})
+"""Answer checks whose send-back asks for a tool call: in the json style with a schema-constrained reply, the next
+reply's schema then offers the tools without ``final_answer``, so a model that would repeat its answer (the
+embedded 1.5B model does, word for word) has to make the call."""
+
 ERROR_CHARS = 600
 """Each repeated tool error is cut to this many characters."""
 

@@ -40,24 +40,19 @@ from thinkflow.prompting.templates import render_agent_prompt, render_builtin
 from thinkflow.reply.actions import Action, FinalAnswer, ParseFailure, ToolAction, echoes_schemas, is_final_name
 from thinkflow.reply.final_output import MAX_OUTPUT_REPAIRS, check_output, repair_request
 from thinkflow.reply.parsing import parse_reply
-from thinkflow.reply.styles import (MALFORMED_BEFORE_SWITCH, NEXT_STYLE, pick_answer_tool, pick_style, style_kwargs,
-                                   textualize)
+from thinkflow.reply.styles import json_schema_supported, pick_answer_tool, pick_style, style_kwargs, textualize
 from thinkflow.run import events as ev
-from thinkflow.run.answer_checks import AnswerChecks
+from thinkflow.run.answer_checks import CALL_REQUESTS, AnswerChecks
 from thinkflow.run.base import RunBase, RunResult
 from thinkflow.run.collaborators import RunnableAgent
 from thinkflow.run.context import activate
 from thinkflow.run.limits import Budget, RepetitionDetector
 from thinkflow.run.malformed_streak import MalformedStreak
-
-CALL_REQUESTS = frozenset({"announced_call", "failed_call"})
-"""Answer checks whose send-back asks for a tool call: in the json style with a schema-constrained reply, the next
-reply's schema then offers the tools without ``final_answer``, so a model that would repeat its answer (the
-embedded 1.5B model does, word for word) has to make the call."""
 from thinkflow.run.memory_steps import MemorySteps
 from thinkflow.run.outcome import Outcome
 from thinkflow.run.session import Session
 from thinkflow.run.step import Step, calls_run, partial_answer, tool_results
+from thinkflow.run.style_steps import StyleSteps
 from thinkflow.run.tool_calls import admit_calls, execute_calls, observation_messages
 from thinkflow.tools.base import RunInfo
 from thinkflow.tools.validation import tool_for_prompt
@@ -98,7 +93,7 @@ def run(
                 max_steps=max_steps, stream=stream, budget=budget, run_id=run_id).execute()
 
 
-class _Run(RunBase, MemorySteps):
+class _Run(RunBase, MemorySteps, StyleSteps):
     """State of one run (internal; see :func:`run`)."""
 
     def __init__(self, agent: RunnableAgent, task: str, *, on_event: Callable[[ev.Event], None] | None,
@@ -312,38 +307,6 @@ class _Run(RunBase, MemorySteps):
         self.malformed_streak.reset()
         return self._final(action, reply, step)
 
-    def _malformed(self, step: int, error: str, echo_of: tuple[Step, int] | None = None) -> None:
-        """Count a malformed reply; under ``style: auto``, after :data:`MALFORMED_BEFORE_SWITCH` in a row switch to
-        the next style. ``echo_of`` (the step and the number of messages before its turn): the reply copied the
-        tool definitions (parameter schemas) instead of acting -- the native chat template's tool list misleads
-        this model (the embedded 1.5B model did so on 3 of the 10 tasks it failed in suite run 6) -- so native
-        switches to json (schema-constrained calls) right away, and the step's turn leaves the conversation: the
-        next style starts from the task, not from the echo (and its calls no longer count as failed)."""
-        self.malformed += 1
-        if self.loop_spec.style != "auto":
-            return
-        at_once = echo_of is not None and self.style == "native"
-        if self.malformed < MALFORMED_BEFORE_SWITCH and not at_once:
-            return
-        target = NEXT_STYLE.get(self.style)
-        if target is None:
-            return
-        if at_once:
-            echoed, before = echo_of
-            del self.messages[before:]
-            echoed.discarded = True
-        self._switch_style(step, target, f"the reply copied the tool definitions instead of calling a tool ({error})"
-                           if at_once else f"{self.malformed} malformed replies in a row (last: {error})")
-
-    def _switch_style(self, step: int, target: str, reason: str) -> None:
-        """Go on in the action style ``target`` (native tool traffic rewritten as text); trace event ``style_switched``."""
-        previous, self.style = self.style, target
-        self.malformed = 0
-        self._system_cache = None
-        if previous == "native":
-            self.messages = textualize(self.messages)
-        self.emit(ev.StyleSwitched(step=step, from_style=previous, to_style=target, reason=reason))
-
     # ------------------------------------------------------------------------------------------------ final
     def _final(self, action: FinalAnswer, reply: ModelReply, step: Step) -> Outcome | None:
         answer = action.text
@@ -384,17 +347,10 @@ class _Run(RunBase, MemorySteps):
         self.emit(ev.RunWarning(f"{review.problem}; sent back to the model", code=review.code, step=step.number))
         self.messages.append(Message("user", review.request))
         self.call_required = review.code in CALL_REQUESTS
-        if self.call_required and self.style == "native" and self.loop_spec.style == "auto" and self._json_constrained():
+        if self.call_required and self.style == "native" and self.loop_spec.style == "auto" and json_schema_supported(self.client):
             # native cannot insist on a call (the embedded server ignores tool_choice); json's schema can
             self._switch_style(step.number, "json", f"{review.problem}: the next reply must call a tool")
         return True
-
-    def _json_constrained(self) -> bool:
-        """True when the json style's replies are schema-constrained for this model (JSON-schema output)."""
-        try:
-            return bool(getattr(self.client.capabilities(), "json_schema", False))
-        except Exception:  # noqa: BLE001 - unknown capabilities: not constrained
-            return False
 
     # ------------------------------------------------------------------------------------------------ tools
     def _run_tools(self, action: ToolAction, reply: ModelReply, step: Step) -> Outcome | None:

@@ -11,7 +11,9 @@ from scripted_servers import error, hang, text, tool_calls, trickle
 
 from thinkflow.agent import build
 from thinkflow.run.loop import run
-from thinkflow.run.answer_checks import announced_call_request, announced_tool, cut_off_request
+from thinkflow.run.answer_checks import (
+    POINTS_AT_TOOLS_REQUEST, announced_call_request, announced_tool, cut_off_request, no_tool_tried_request,
+    points_at_tools, untried_reason)
 from thinkflow.run.answer_files import missing_files_request
 from thinkflow.run.tool_calls import DUPLICATE_CALL
 from thinkflow.run.session import Session
@@ -644,6 +646,64 @@ def test_auto_moves_native_to_json_when_an_answer_is_sent_back_for_a_call(openai
 ])
 def test_announced_tool_reads_an_intent_to_call_an_offered_tool(thought, found):
     assert announced_tool(thought, ["weather", "query_data"]) == found
+
+
+def test_an_answer_that_says_the_data_is_missing_without_trying_a_tool_is_sent_back(openai_server, tmp_path):
+    openai_server.push(text("I need to know the price of a gadget. It is not provided, so I cannot calculate it."),
+                       tool_calls([("calculator", {"expression": "8*99"}, "c1")]), text("792"))
+    result, events = go(make_spec(openai_server, tmp_path), "What do 8 gadgets cost?", tmp_path)
+    assert (result.answer, result.steps, result.tool_calls) == ("792", 3, 1)
+    assert [(e.code, e.step) for e in events if e.type == "warning"] == [("no_tool_tried", 1)]
+    told = openai_server.requests[1]["messages"][-1]
+    assert told == {"role": "user", "content": no_tool_tried_request(["calculator"])}
+    assert "calculator" in told["content"] and "ask the user" in told["content"]
+
+
+def test_an_answer_after_a_tool_call_may_say_what_the_tool_could_not_find(openai_server, tmp_path):
+    openai_server.push(tool_calls([("calculator", {"expression": "2*21"}, "c1")]),
+                       text("The price is not provided by any tool, but 2*21 is 42."))
+    result, events = go(make_spec(openai_server, tmp_path), "2 times 21?", tmp_path)
+    assert (result.answer, result.steps) == ("The price is not provided by any tool, but 2*21 is 42.", 2)
+    assert not [e for e in events if e.type == "warning"]  # no_tool_tried looks only at runs without a call
+
+
+def test_an_answer_pointing_at_the_tool_output_is_sent_back_once(openai_server, tmp_path):
+    openai_server.push(tool_calls([("calculator", {"expression": "2*21"}, "c1")]),
+                       text("I used the calculator. The result is shown in the tool response."),
+                       text("See the tool output above."))
+    result, events = go(make_spec(openai_server, tmp_path), "2 times 21?", tmp_path)
+    assert (result.status, result.answer, result.steps) == ("completed", "See the tool output above.", 3)
+    assert [(e.code, e.step) for e in events if e.type == "warning"] == [
+        ("points_at_tools", 2), ("points_at_tools", 3)]  # sent back at step 2, taken with a warning at step 3
+    assert openai_server.requests[2]["messages"][-1] == {"role": "user", "content": POINTS_AT_TOOLS_REQUEST}
+
+
+@pytest.mark.parametrize("answer, reason", [
+    ("Since the price is not provided in the question, I cannot calculate the total.",
+     "says the information it needs is missing"),
+    ("I don't have access to real-time weather data.", "says the information it needs is missing"),
+    ("I'm unable to determine the stock level.", "says the information it needs is missing"),
+    ("To get the amount we can use the formula for compound interest: A = P(1 + r)^t", "works a formula out by hand"),
+    ("Using the quadratic equation, x = 2.", "works a formula out by hand"),
+    ("The capital of France is Paris.", None),
+    ("Hello! I am an assistant. I don't have feelings, but I am glad to help.", None),
+    ("Blue and yellow make green.", None),
+    ("", None),
+])
+def test_untried_reason_reads_an_answer_given_without_the_tools(answer, reason):
+    assert untried_reason(answer) == reason
+
+
+@pytest.mark.parametrize("answer, points", [
+    ("The result is shown in the second tool response.", True),
+    ("The totals are listed above.", True),
+    ("Please see the query_data tool's output.", True),
+    ("Laptop has the highest total sales: 30,123.50.", False),
+    ("The tool returned 42, so the answer is 42.", False),
+    ("Q3 2026 had the lowest sales (1,204.00); the chart is saved as charts/q.png.", False),
+])
+def test_points_at_tools_reads_an_answer_that_refers_to_the_output(answer, points):
+    assert points_at_tools(answer) is points
 
 
 def test_a_failed_call_is_retried_even_after_a_cut_off_reply_was_sent_back(openai_server, tmp_path):

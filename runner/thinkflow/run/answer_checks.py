@@ -18,7 +18,18 @@ The checks, in order:
 - ``announced_call``: no tool call has been made in the run, and the answer's reasoning says it will use one of the
   offered tools ("I will use the weather tool ..."): the answer was written in place of the call it announced.
   Always on (the embedded 1.5B model answered "Oslo 10 °C, Bergen 12 °C" this way in suite run 7).
+- ``no_tool_tried``: no tool call has been made in the run, and the answer says the information it needs is missing
+  ("the price is not provided, so I cannot calculate it") or works a formula out by hand ("we can use the formula
+  for compound interest: ..."): the model gave up on, or guessed at, what its tools provide. The request names the
+  offered tools and lets the model ask the user when the question itself lacks what a tool needs. Always on (suite
+  run 7: ``http-price-times``, ``calc-interest``).
+- ``points_at_tools``: tools were called, and the answer refers the user to their output ("the result is shown in
+  the second tool response") instead of stating it; the user sees only the final answer. Always on (suite run 7:
+  ``csv-worst-quarter``).
 - ``missing_files`` / ``unnamed_files`` (``loop.check_answer_files``): see :mod:`thinkflow.run.answer_files`.
+
+The text checks (``announced_call``, ``no_tool_tried``, ``points_at_tools``) read English phrasing only and look at
+the first :data:`SCAN_CHARS` characters of the text, so a long reply costs no more than a short one.
 
 No I/O beyond checking that named files exist.
 """
@@ -59,14 +70,39 @@ _INTENT = re.compile(r"\b(?:i will|i'll|i need to|i must|i should|let me|i am go
                      r"\b(?P<rest>[^.\n]{0,80})", re.I)
 """An announced tool use: the intent phrase, then the rest of its sentence (where the tool's name is looked for)."""
 
+SCAN_CHARS = 4000
+"""How much of an answer or its reasoning the text checks read."""
+
+_MISSING = re.compile(
+    r"\b(?:(?:is|are|was|were)\s+not\s+(?:provided|given|specified|mentioned|available|known|included)"
+    r"|(?:i|we)\s+(?:do not|don't|cannot|can't|can not)\s+(?:access\b|have\s+(?:access|enough\s+information"
+    r"|(?:the\s+)?(?:current\s+|latest\s+|real-time\s+|up-to-date\s+)?(?:information|data)\b))"
+    r"|(?:i|we)\s+(?:would\s+)?need\s+(?:to\s+know|more\s+information|additional\s+information)"
+    r"|(?:without|lack(?:ing)?)\s+(?:access\s+to|information\s+(?:about|on))"
+    r"|(?:unable|not\s+able)\s+to\s+(?:determine|calculate|compute|answer|find|access)"
+    r"|(?:i|we)\s+(?:cannot|can't|can not)\s+(?:determine|calculate|compute|answer|find))",
+    re.I)
+"""An answer that says what it needs is missing ("the price is not provided", "I don't have access to ...")."""
+
+_BY_HAND = re.compile(r"\b(?:use|apply|using|applying)\s+(?:the\s+)?(?:following\s+)?(?:\w+\s+){0,3}?"
+                      r"(?:formula|equation)s?\b", re.I)
+"""An answer that works a computation out by hand ("we can use the formula for compound interest")."""
+
+_POINTER = re.compile(
+    r"\b(?:result|results|output|answer|response|total|value|data)s?\s+(?:is|are)\s+"
+    r"(?:shown|listed|displayed|given|provided|printed|included|contained|found)\s+(?:in|above|below|by)\b"
+    r"|\b(?:see|check|refer\s+to)\s+the\s+(?:\w+\s+)?(?:tool|function)(?:'s)?\s+(?:response|output|result)",
+    re.I)
+"""An answer that points at a tool's output instead of stating it ("the result is shown in the tool response")."""
+
 
 @dataclass(frozen=True)
 class Review:
     """What a check found in a final answer.
 
     Attributes:
-        code: the check (``cut_off``, ``failed_call``, ``announced_call``, ``missing_files``, ``unnamed_files``):
-            the warning's code.
+        code: the check (``cut_off``, ``failed_call``, ``announced_call``, ``no_tool_tried``, ``points_at_tools``,
+            ``missing_files``, ``unnamed_files``): the warning's code.
         problem: one line for the warning and the step's error.
         request: the user message that sends the answer back, or None when the answer is accepted anyway (the
             check already sent one back in this run).
@@ -135,6 +171,12 @@ class AnswerChecks:
         if announced is not None:
             yield ("announced_call", f"the answer's reasoning announces a call of {announced}, but no tool was called",
                    announced_call_request(announced))
+        untried = untried_reason(answer) if not previous_calls and tool_names else None
+        if untried is not None:
+            yield ("no_tool_tried", f"the answer {untried}, but no tool was called", no_tool_tried_request(tool_names))
+        if previous_calls and points_at_tools(answer):
+            yield ("points_at_tools", "the answer points at the tool output instead of stating the result",
+                   POINTS_AT_TOOLS_REQUEST)
         if not self.loop.check_answer_files:
             return
         missing = missing_files(answer, self.workspace)
@@ -159,13 +201,42 @@ def cut_off_request(max_tokens: int | None) -> str:
 def announced_tool(thought: str, tool_names: Sequence[str]) -> str | None:
     """The offered tool that ``thought`` says it will use ("I will use the weather tool", "let me call
     query_data"), or None. A name counts written as given or with spaces for underscores, as a whole word."""
-    for match in _INTENT.finditer(thought or ""):
+    for match in _INTENT.finditer((thought or "")[:SCAN_CHARS]):
         rest = match.group("rest").lower()
         for name in tool_names:
             for spelling in {name.lower(), name.lower().replace("_", " ")}:
                 if re.search(rf"(?<![\w-]){re.escape(spelling)}(?![\w-])", rest):
                     return name
     return None
+
+
+def untried_reason(answer: str) -> str | None:
+    """Why ``answer`` looks written without the tools it needed: ``"says the information it needs is missing"``,
+    ``"works a formula out by hand"``, or None."""
+    text = answer[:SCAN_CHARS]
+    if _MISSING.search(text):
+        return "says the information it needs is missing"
+    if _BY_HAND.search(text):
+        return "works a formula out by hand"
+    return None
+
+
+def no_tool_tried_request(tool_names: Sequence[str]) -> str:
+    """The message that sends back an answer given without trying any of ``tool_names`` (the offered tools)."""
+    return (f"You called no tool. Your tools ({', '.join(tool_names)}) look up data and compute exactly: call the "
+            "one that provides what the question needs, then answer from its result. If the question itself lacks "
+            "something a tool needs (a name, a place), ask the user for it instead.")
+
+
+def points_at_tools(answer: str) -> bool:
+    """True when ``answer`` refers the user to a tool's output ("the result is shown in the tool response", "see the
+    function output") instead of stating it."""
+    return _POINTER.search(answer[:SCAN_CHARS]) is not None
+
+
+POINTS_AT_TOOLS_REQUEST = ("The user sees only your final answer, not the tool results. Give the result itself in "
+                           "one or two sentences: the names, numbers or values that answer the question.")
+"""The message that sends back an answer that points at the tool output (``points_at_tools``)."""
 
 
 def announced_call_request(tool: str) -> str:

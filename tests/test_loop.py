@@ -13,7 +13,7 @@ from thinkflow.agent import build
 from thinkflow.run.loop import run
 from thinkflow.run.answer_checks import (
     POINTS_AT_TOOLS_REQUEST, announced_call_request, announced_tool, cut_off_request, no_tool_tried_request,
-    points_at_tools, untried_reason)
+    points_at_tools, says_data_missing, works_by_hand, worked_by_hand_request)
 from thinkflow.run.answer_files import missing_files_request
 from thinkflow.run.tool_calls import DUPLICATE_CALL
 from thinkflow.run.session import Session
@@ -678,20 +678,32 @@ def test_an_answer_pointing_at_the_tool_output_is_sent_back_once(openai_server, 
     assert openai_server.requests[2]["messages"][-1] == {"role": "user", "content": POINTS_AT_TOOLS_REQUEST}
 
 
-@pytest.mark.parametrize("answer, reason", [
-    ("Since the price is not provided in the question, I cannot calculate the total.",
-     "says the information it needs is missing"),
-    ("I don't have access to real-time weather data.", "says the information it needs is missing"),
-    ("I'm unable to determine the stock level.", "says the information it needs is missing"),
-    ("To get the amount we can use the formula for compound interest: A = P(1 + r)^t", "works a formula out by hand"),
-    ("Using the quadratic equation, x = 2.", "works a formula out by hand"),
-    ("The capital of France is Paris.", None),
-    ("Hello! I am an assistant. I don't have feelings, but I am glad to help.", None),
-    ("Blue and yellow make green.", None),
-    ("", None),
+@pytest.mark.parametrize("answer, missing, by_hand", [
+    ("Since the price is not provided in the question, I cannot calculate the total.", True, False),
+    ("I don't have access to real-time weather data.", True, False),
+    ("I'm unable to determine the stock level.", True, False),
+    ("To get the amount we can use the formula for compound interest: A = P(1 + r)^t", False, True),
+    ("Using the quadratic equation, x = 2.", False, True),
+    ("The capital of France is Paris.", False, False),
+    ("Hello! I am an assistant. I don't have feelings, but I am glad to help.", False, False),
+    ("Blue and yellow make green.", False, False),
+    ("", False, False),
 ])
-def test_untried_reason_reads_an_answer_given_without_the_tools(answer, reason):
-    assert untried_reason(answer) == reason
+def test_the_answer_text_checks_read_an_answer_given_without_the_tools(answer, missing, by_hand):
+    assert (says_data_missing(answer), works_by_hand(answer)) == (missing, by_hand)
+
+
+def test_an_answer_worked_out_by_hand_is_sent_back_and_the_next_json_reply_must_call(openai_server, tmp_path):
+    openai_server.push(text(_json_reply("", ("final_answer", "Use the formula A = P(1+r)^t: about 1157"))),
+                       text(_json_reply("", ("calculator", {"expression": "1000*1.05**3"}))),
+                       text(_json_reply("", ("final_answer", "1157.63"))))
+    spec = make_spec(openai_server, tmp_path, style="json", model="openai/gpt-4o-mini")
+    result, events = go(spec, "1000 at 5% for 3 years?", tmp_path)
+    assert (result.answer, result.tool_calls) == ("1157.63", 1)
+    assert [e.code for e in events if e.type == "warning"] == ["worked_by_hand"]
+    requests = openai_server.requests
+    assert requests[1]["messages"][-1] == {"role": "user", "content": worked_by_hand_request(["calculator"])}
+    assert _offered_actions(requests[1]) == ["calculator"]  # a call is required for one step
 
 
 @pytest.mark.parametrize("answer, points", [

@@ -16,6 +16,7 @@ import json
 from functools import cache
 from typing import Any
 
+from thinkflow.config import validated
 from thinkflow.errors import ConfigIssue
 from thinkflow.text import did_you_mean
 from thinkflow.config.yamlread import Marks, PathKey, dotted
@@ -132,12 +133,18 @@ def check_schema(schema: Any, *, file: str = "<string>", marks: Marks | None = N
                  base: PathKey = ()) -> list[ConfigIssue]:
     """Check a user-written JSON Schema (tool parameters, output_schema) against the Draft 2020-12 metaschema.
 
-    ``base`` is the schema's path inside its document. Returns issues (empty when valid).
+    ``base`` is the schema's path inside its document. Returns issues (empty when valid; a schema that passed
+    before returns empty at once, :mod:`thinkflow.config.validated`).
     """
+    record = validated.key("metaschema", schema)
+    if validated.passed(record):
+        return []
     marks = marks or Marks()
     issues: list[ConfigIssue] = []
     for error in _metaschema_validator().iter_errors(schema):
         issues += _translate(error, file, marks, base)
+    if not issues:
+        validated.remember(record)
     return sorted(dict.fromkeys(issues), key=lambda i: (i.line, i.column, i.path))
 
 
@@ -193,13 +200,19 @@ def validate(
         base: path of ``data`` inside its document (for marks and the printed path).
 
     Returns:
-        Issues sorted by position; empty when valid.
+        Issues sorted by position; empty when valid. A document that passed the same schemas before returns empty
+        at once (:mod:`thinkflow.config.validated`).
     """
+    record = validated.key(kind, data)
+    if validated.passed(record):  # this document passed these schemas before (see thinkflow.config.validated)
+        return []
     marks = marks or Marks()
     issues: dict[tuple[Any, ...], ConfigIssue] = {}
     for error in validator(kind).iter_errors(data):
         for issue in _translate(error, file, marks, base):
             issues.setdefault((issue.line, issue.column, issue.path, issue.message), issue)
+    if not issues:
+        validated.remember(record)
     return sorted(issues.values(), key=lambda i: (i.line, i.column, i.path))
 
 

@@ -7,7 +7,8 @@ This module only configures it:
 * ``type: disk`` (the default): LiteLLM 1.110 dropped its ``diskcache`` backend (``disk_cache_dir`` is ignored with a
   warning), so :class:`DiskBackend`, a directory of JSON files written atomically, is handed to
   ``litellm.Cache(_backend=...)``; lookup, keys and hit marking stay LiteLLM's.
-  Directory: ``cache.dir``, else ``$THINKFLOW_CACHE_DIR/responses``, else ``~/.cache/thinkflow/responses``.
+  Directory: ``cache.dir``, else ``$THINKFLOW_CACHE_DIR/responses``, else ``$XDG_CACHE_HOME/thinkflow/responses``,
+  else ``~/.cache/thinkflow/responses``.
 * ``type: redis``: ``litellm.Cache(type="redis", host, port, password, namespace)`` (needs the ``redis`` package;
   LiteLLM also reads ``REDIS_HOST``/``REDIS_PORT``/``REDIS_PASSWORD``).
 * The cache runs in LiteLLM's ``default_off`` mode and each cached request opts in with ``cache={"use-cache": True}``,
@@ -38,9 +39,11 @@ _ACTIVE: dict[str, Any] = {"key": None}
 
 
 def default_cache_dir() -> Path:
-    """``$THINKFLOW_CACHE_DIR/responses`` or ``~/.cache/thinkflow/responses``."""
-    base = os.environ.get("THINKFLOW_CACHE_DIR", "").strip()
-    return (Path(base).expanduser() if base else Path.home() / ".cache" / "thinkflow") / "responses"
+    """``responses`` under :func:`thinkflow.paths.cache_home` (``$THINKFLOW_CACHE_DIR``, ``$XDG_CACHE_HOME/thinkflow``
+    or ``~/.cache/thinkflow``)."""
+    from thinkflow.paths import cache_home
+
+    return cache_home() / "responses"
 
 
 def cache_settings(value: bool | Mapping[str, Any] | None) -> dict[str, Any] | None:

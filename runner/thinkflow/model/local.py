@@ -80,11 +80,9 @@ def is_local(model: str | None) -> bool:
 def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     """Directory of assembled models: ``$THINKFLOW_CACHE_DIR/models``, else ``$XDG_CACHE_HOME/thinkflow/models``,
     else ``~/.cache/thinkflow/models``. Not created here."""
-    env = os.environ if environ is None else environ
-    if env.get("THINKFLOW_CACHE_DIR"):
-        return Path(env["THINKFLOW_CACHE_DIR"]).expanduser() / "models"
-    base = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return base / "thinkflow" / "models"
+    from thinkflow.paths import cache_home
+
+    return cache_home(environ) / "models"
 
 
 def locate_parts(weights: WeightParts) -> list[Path]:

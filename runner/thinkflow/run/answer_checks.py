@@ -19,16 +19,18 @@ The checks, in order:
   offered tools ("I will use the weather tool ..."): the answer was written in place of the call it announced.
   Always on (the embedded 1.5B model answered "Oslo 10 °C, Bergen 12 °C" this way in suite run 7).
 - ``no_tool_tried``: no tool call has been made in the run, and the answer says the information it needs is missing
-  ("the price is not provided, so I cannot calculate it") or works a formula out by hand ("we can use the formula
-  for compound interest: ..."): the model gave up on, or guessed at, what its tools provide. The request names the
-  offered tools and lets the model ask the user when the question itself lacks what a tool needs. Always on (suite
-  run 7: ``http-price-times``, ``calc-interest``).
+  ("the price is not provided, so I cannot calculate it"): the model gave up on what its tools may provide. The
+  request names the offered tools and lets the model ask the user when the question itself lacks what a tool needs.
+  Always on (suite run 7: ``http-price-times``).
+- ``worked_by_hand``: no tool call has been made in the run, and the answer works a formula out by hand ("we can use
+  the formula for compound interest: ..."): the request asks for the tool that computes it. Always on (suite run 7:
+  ``calc-interest``).
 - ``points_at_tools``: tools were called, and the answer refers the user to their output ("the result is shown in
   the second tool response") instead of stating it; the user sees only the final answer. Always on (suite run 7:
   ``csv-worst-quarter``).
 - ``missing_files`` / ``unnamed_files`` (``loop.check_answer_files``): see :mod:`thinkflow.run.answer_files`.
 
-The text checks (``announced_call``, ``no_tool_tried``, ``points_at_tools``) read English phrasing only and look at
+The text checks (``announced_call``, ``no_tool_tried``, ``worked_by_hand``, ``points_at_tools``) read English phrasing only and look at
 the first :data:`SCAN_CHARS` characters of the text, so a long reply costs no more than a short one.
 
 No I/O beyond checking that named files exist.
@@ -57,7 +59,7 @@ two problems it has."""
 FAILED = ("error", "invalid", "timeout")
 """Call statuses that make an answer straight after them a ``failed_call``."""
 
-CALL_REQUESTS = frozenset({"announced_call", "failed_call"})
+CALL_REQUESTS = frozenset({"announced_call", "failed_call", "worked_by_hand"})
 """Answer checks whose send-back asks for a tool call: in the json style with a schema-constrained reply, the next
 reply's schema then offers the tools without ``final_answer``, so a model that would repeat its answer (the
 embedded 1.5B model does, word for word) has to make the call."""
@@ -101,8 +103,8 @@ class Review:
     """What a check found in a final answer.
 
     Attributes:
-        code: the check (``cut_off``, ``failed_call``, ``announced_call``, ``no_tool_tried``, ``points_at_tools``,
-            ``missing_files``, ``unnamed_files``): the warning's code.
+        code: the check (``cut_off``, ``failed_call``, ``announced_call``, ``no_tool_tried``, ``worked_by_hand``,
+            ``points_at_tools``, ``missing_files``, ``unnamed_files``): the warning's code.
         problem: one line for the warning and the step's error.
         request: the user message that sends the answer back, or None when the answer is accepted anyway (the
             check already sent one back in this run).
@@ -171,9 +173,12 @@ class AnswerChecks:
         if announced is not None:
             yield ("announced_call", f"the answer's reasoning announces a call of {announced}, but no tool was called",
                    announced_call_request(announced))
-        untried = untried_reason(answer) if not previous_calls and tool_names else None
-        if untried is not None:
-            yield ("no_tool_tried", f"the answer {untried}, but no tool was called", no_tool_tried_request(tool_names))
+        if not previous_calls and tool_names and says_data_missing(answer):
+            yield ("no_tool_tried", "the answer says the information it needs is missing, but no tool was called",
+                   no_tool_tried_request(tool_names))
+        if not previous_calls and tool_names and works_by_hand(answer):
+            yield ("worked_by_hand", "the answer works a formula out by hand, but no tool was called",
+                   worked_by_hand_request(tool_names))
         if previous_calls and points_at_tools(answer):
             yield ("points_at_tools", "the answer points at the tool output instead of stating the result",
                    POINTS_AT_TOOLS_REQUEST)
@@ -210,15 +215,15 @@ def announced_tool(thought: str, tool_names: Sequence[str]) -> str | None:
     return None
 
 
-def untried_reason(answer: str) -> str | None:
-    """Why ``answer`` looks written without the tools it needed: ``"says the information it needs is missing"``,
-    ``"works a formula out by hand"``, or None."""
-    text = answer[:SCAN_CHARS]
-    if _MISSING.search(text):
-        return "says the information it needs is missing"
-    if _BY_HAND.search(text):
-        return "works a formula out by hand"
-    return None
+def says_data_missing(answer: str) -> bool:
+    """True when ``answer`` says the information it needs is missing ("the price is not provided", "I cannot
+    calculate", "I don't have access to real-time data")."""
+    return _MISSING.search(answer[:SCAN_CHARS]) is not None
+
+
+def works_by_hand(answer: str) -> bool:
+    """True when ``answer`` works a computation out by hand ("we can use the formula for compound interest")."""
+    return _BY_HAND.search(answer[:SCAN_CHARS]) is not None
 
 
 def no_tool_tried_request(tool_names: Sequence[str]) -> str:
@@ -226,6 +231,12 @@ def no_tool_tried_request(tool_names: Sequence[str]) -> str:
     return (f"You called no tool. Your tools ({', '.join(tool_names)}) look up data and compute exactly: call the "
             "one that provides what the question needs, then answer from its result. If the question itself lacks "
             "something a tool needs (a name, a place), ask the user for it instead.")
+
+
+def worked_by_hand_request(tool_names: Sequence[str]) -> str:
+    """The message that sends back an answer that worked a formula out by hand while ``tool_names`` were offered."""
+    return (f"You worked this out by hand and called no tool, so the result may be wrong. Do not explain the "
+            f"formula: call the tool that computes it exactly ({', '.join(tool_names)}), then answer with its result.")
 
 
 def points_at_tools(answer: str) -> bool:

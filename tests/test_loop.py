@@ -659,6 +659,43 @@ def test_an_answer_that_says_the_data_is_missing_without_trying_a_tool_is_sent_b
     assert "calculator" in told["content"] and "ask the user" in told["content"]
 
 
+def test_missing_information_a_tool_is_named_for_asks_for_that_tool_and_a_call(openai_server, tmp_path):
+    (tmp_path / "notes.txt").write_text("code ZEBRA")
+    openai_server.push(text(_json_reply("", ("final_answer", "I need to know what the file says; it is not provided."))),
+                       text(_json_reply("", ("read_file", {"path": "notes.txt"}))),
+                       text(_json_reply("", ("final_answer", "ZEBRA"))))
+    spec = make_spec(openai_server, tmp_path, style="json", model="openai/gpt-4o-mini", tools=("calculator", "read_file"))
+    result, events = go(spec, "What is the code in notes.txt?", tmp_path)
+    assert (result.answer, result.tool_calls) == ("ZEBRA", 1)
+    requests = openai_server.requests
+    assert requests[1]["messages"][-1]["content"] == no_tool_tried_request(["calculator", "read_file"], ["read_file"])
+    assert "read_file provides what you say is missing" in requests[1]["messages"][-1]["content"]
+    assert _offered_actions(requests[1]) == ["calculator", "read_file"]  # a named tool: the reply must call
+    assert _offered_actions(requests[2]) == ["final_answer", "calculator", "read_file"]
+
+
+def test_missing_information_no_tool_is_named_for_lets_the_model_ask_the_user(openai_server, tmp_path):
+    openai_server.push(text(_json_reply("", ("final_answer", "Which city? It is not provided."))),
+                       text(_json_reply("", ("final_answer", "Please tell me the city."))))
+    spec = make_spec(openai_server, tmp_path, style="json", model="openai/gpt-4o-mini")
+    result, _ = go(spec, "What is the weather?", tmp_path)
+    assert result.answer == "Please tell me the city."
+    assert _offered_actions(openai_server.requests[1]) == ["final_answer", "calculator"]
+
+
+@pytest.mark.parametrize("answer, named", [
+    ("I need to know the price of each gadget.", ["item_price"]),
+    ("Without the current prices I cannot say.", ["item_price"]),
+    ("I don't have access to real-time weather data.", ["weather"]),
+    ("I cannot calculate it.", []),  # "calculate" is not the word "calculator"
+    ("The information is not provided.", []),
+])
+def test_tools_named_in_reads_the_words_of_tool_names(answer, named):
+    from thinkflow.run.answer_checks import tools_named_in
+
+    assert tools_named_in(answer, ["item_price", "weather", "calculator"]) == named
+
+
 def test_an_answer_after_a_tool_call_may_say_what_the_tool_could_not_find(openai_server, tmp_path):
     openai_server.push(tool_calls([("calculator", {"expression": "2*21"}, "c1")]),
                        text("The price is not provided by any tool, but 2*21 is 42."))

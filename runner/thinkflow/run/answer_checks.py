@@ -19,8 +19,9 @@ The checks, in order:
   offered tools ("I will use the weather tool ..."): the answer was written in place of the call it announced.
   Always on (the embedded 1.5B model answered "Oslo 10 °C, Bergen 12 °C" this way in suite run 7).
 - ``no_tool_tried``: no tool call has been made in the run, and the answer says the information it needs is missing
-  ("the price is not provided, so I cannot calculate it"): the model gave up on what its tools may provide. The
-  request names the offered tools and lets the model ask the user when the question itself lacks what a tool needs.
+  ("the price is not provided, so I cannot calculate it"): the model gave up on what its tools may provide. When
+  the answer uses a word of an offered tool's name ("price": ``item_price``) the request asks for that tool's call;
+  else it names the offered tools and lets the model ask the user when the question itself lacks what a tool needs.
   Always on (suite run 7: ``http-price-times``).
 - ``worked_by_hand``: no tool call has been made in the run, and the answer works a formula out by hand ("we can use
   the formula for compound interest: ..."): the request asks for the tool that computes it. Always on (suite run 7:
@@ -58,11 +59,6 @@ two problems it has."""
 
 FAILED = ("error", "invalid", "timeout")
 """Call statuses that make an answer straight after them a ``failed_call``."""
-
-CALL_REQUESTS = frozenset({"announced_call", "failed_call", "worked_by_hand"})
-"""Answer checks whose send-back asks for a tool call: in the json style with a schema-constrained reply, the next
-reply's schema then offers the tools without ``final_answer``, so a model that would repeat its answer (the
-embedded 1.5B model does, word for word) has to make the call."""
 
 ERROR_CHARS = 600
 """Each repeated tool error is cut to this many characters."""
@@ -108,11 +104,16 @@ class Review:
         problem: one line for the warning and the step's error.
         request: the user message that sends the answer back, or None when the answer is accepted anyway (the
             check already sent one back in this run).
+        needs_call: the request asks for a tool call (``failed_call``, ``announced_call``, ``worked_by_hand``, and
+            ``no_tool_tried`` when the answer names what an offered tool provides): in the json style with a
+            schema-constrained reply, the next reply's schema then offers the tools without ``final_answer``, so a
+            model that would repeat its answer (the embedded 1.5B model does, word for word) has to make the call.
     """
 
     code: str
     problem: str
     request: str | None
+    needs_call: bool = False
 
 
 @dataclass
@@ -147,52 +148,54 @@ class AnswerChecks:
             tool_names: the tools offered to the model.
         """
         failed = list(self._failed(answer, reply, previous_calls, written, thought, tool_names))
-        for code, problem, request in failed if not last_step else ():
+        for code, problem, request, needs_call in failed if not last_step else ():
             budget = SHARED_BUDGET.get(code, code)
             if self.sent.get(budget, 0) < MAX_SEND_BACKS:
                 self.sent[budget] = self.sent.get(budget, 0) + 1
-                return Review(code, problem, request)
+                return Review(code, problem, request, needs_call)
         if failed:
-            code, problem, _ = failed[0]
+            code, problem, _, _ = failed[0]
             return Review(code, problem, None)
         return None
 
     def _failed(self, answer: str, reply: ModelReply, previous_calls: Sequence[CallOutcome],
                 written: Sequence[str], thought: str = "",
-                tool_names: Sequence[str] = ()) -> Iterator[tuple[str, str, str]]:
-        """``(code, problem, request)`` of every check ``answer`` fails, in the module docstring's order."""
+                tool_names: Sequence[str] = ()) -> Iterator[tuple[str, str, str, bool]]:
+        """``(code, problem, request, needs_call)`` of every check ``answer`` fails, in the module docstring's
+        order."""
         if reply.finish_reason == "length" and not reply.tool_calls:
-            yield "cut_off", "the final answer was cut off at the token limit", cut_off_request(self.max_tokens)
+            yield "cut_off", "the final answer was cut off at the token limit", cut_off_request(self.max_tokens), False
         failed = [c for c in previous_calls if c.status in FAILED]
         statuses = {c.status for c in previous_calls}
         if self.loop.retry_after_error and failed and not statuses & {"ok", "denied"}:
             names = ", ".join(dict.fromkeys(c.call.name for c in failed))
             yield ("failed_call", f"the final answer came right after failed tool calls ({names})",
-                   failed_call_request(failed))
+                   failed_call_request(failed), True)
         announced = announced_tool(thought, tool_names) if not previous_calls else None
         if announced is not None:
             yield ("announced_call", f"the answer's reasoning announces a call of {announced}, but no tool was called",
-                   announced_call_request(announced))
+                   announced_call_request(announced), True)
         if not previous_calls and tool_names and says_data_missing(answer):
+            named = tools_named_in(answer, tool_names)
             yield ("no_tool_tried", "the answer says the information it needs is missing, but no tool was called",
-                   no_tool_tried_request(tool_names))
+                   no_tool_tried_request(tool_names, named), bool(named))
         if not previous_calls and tool_names and works_by_hand(answer):
             yield ("worked_by_hand", "the answer works a formula out by hand, but no tool was called",
-                   worked_by_hand_request(tool_names))
+                   worked_by_hand_request(tool_names), True)
         if previous_calls and points_at_tools(answer):
             yield ("points_at_tools", "the answer points at the tool output instead of stating the result",
-                   POINTS_AT_TOOLS_REQUEST)
+                   POINTS_AT_TOOLS_REQUEST, False)
         if not self.loop.check_answer_files:
             return
         missing = missing_files(answer, self.workspace)
         if missing:
             yield ("missing_files", f"the final answer names files that do not exist: {', '.join(missing)}",
-                   missing_files_request(answer, missing))
+                   missing_files_request(answer, missing), False)
             return
         unnamed = unnamed_files(answer, list(written))
         if unnamed:
             yield ("unnamed_files", f"the final answer does not name the files the run wrote: {', '.join(unnamed)}",
-                   unnamed_files_request(unnamed))
+                   unnamed_files_request(unnamed), False)
 
 
 def cut_off_request(max_tokens: int | None) -> str:
@@ -226,8 +229,21 @@ def works_by_hand(answer: str) -> bool:
     return _BY_HAND.search(answer[:SCAN_CHARS]) is not None
 
 
-def no_tool_tried_request(tool_names: Sequence[str]) -> str:
-    """The message that sends back an answer given without trying any of ``tool_names`` (the offered tools)."""
+def tools_named_in(answer: str, tool_names: Sequence[str]) -> list[str]:
+    """The offered tools a word of whose name (split at ``_`` and ``-``, three letters or more) ``answer`` uses as a
+    whole word: "I need to know the price" names ``item_price``; in the order offered."""
+    words = set(re.findall(r"[a-z0-9]+", answer[:SCAN_CHARS].lower()))
+    words |= {w[:-1] for w in words if w.endswith("s")}  # "prices" names item_price
+    return [name for name in tool_names
+            if any(len(part) >= 3 and part in words for part in re.split(r"[_\-]+", name.lower()))]
+
+
+def no_tool_tried_request(tool_names: Sequence[str], named: Sequence[str] = ()) -> str:
+    """The message that sends back an answer given without trying any of ``tool_names`` (the offered tools);
+    ``named``: the ones the answer's missing information points to (:func:`tools_named_in`)."""
+    if named:
+        return (f"You called no tool, but {' or '.join(named)} provides what you say is missing. Call it now, then "
+                "answer from its result.")
     return (f"You called no tool. Your tools ({', '.join(tool_names)}) look up data and compute exactly: call the "
             "one that provides what the question needs, then answer from its result. If the question itself lacks "
             "something a tool needs (a name, a place), ask the user for it instead.")

@@ -42,7 +42,7 @@ from thinkflow.reply.final_output import MAX_OUTPUT_REPAIRS, check_output, repai
 from thinkflow.reply.parsing import parse_reply
 from thinkflow.reply.styles import json_schema_supported, pick_answer_tool, pick_style, style_kwargs, textualize
 from thinkflow.run import events as ev
-from thinkflow.run.answer_checks import CALL_REQUESTS, AnswerChecks
+from thinkflow.run.answer_checks import AnswerChecks
 from thinkflow.run.base import RunBase, RunResult
 from thinkflow.run.collaborators import RunnableAgent
 from thinkflow.run.context import activate
@@ -115,7 +115,7 @@ class _Run(RunBase, MemorySteps, StyleSteps):
         self.empty_replies = 0
         self.malformed = 0
         self.malformed_streak = MalformedStreak()
-        self.call_required = False  # the next json-style reply must call a tool (see CALL_REQUESTS)
+        self.call_required = False  # the next json-style reply must call a tool (Review.needs_call)
         self.output_repairs = 0
         self.answer_checks = AnswerChecks(self.loop_spec, Path(self.spec.workspace), self.spec.model.max_tokens)
         self.written: list[str] = []  # files the run's tools wrote (their ``data["wrote"]``), workspace-relative
@@ -346,7 +346,7 @@ class _Run(RunBase, MemorySteps, StyleSteps):
         step.error = review.problem
         self.emit(ev.RunWarning(f"{review.problem}; sent back to the model", code=review.code, step=step.number))
         self.messages.append(Message("user", review.request))
-        self.call_required = review.code in CALL_REQUESTS
+        self.call_required = review.needs_call
         if self.call_required and self.style == "native" and self.loop_spec.style == "auto" and json_schema_supported(self.client):
             # native cannot insist on a call (the embedded server ignores tool_choice); json's schema can
             self._switch_style(step.number, "json", f"{review.problem}: the next reply must call a tool")

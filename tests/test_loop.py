@@ -576,6 +576,32 @@ def test_an_answer_announcing_a_call_it_did_not_make_is_sent_back_and_the_next_r
     assert _offered_actions(requests[2]) == ["final_answer", "calculator"]  # for that one step only
 
 
+def test_an_answer_after_a_failed_call_that_does_not_talk_of_it_may_stand(openai_server, tmp_path):
+    openai_server.push(text(_json_reply("", ("calculator", {"expression": "capital(France)"}))),
+                       text(_json_reply("", ("final_answer", "The capital of France is Paris."))),
+                       text(_json_reply("", ("final_answer", "The capital of France is Paris."))))
+    spec = make_spec(openai_server, tmp_path, style="json", model="openai/gpt-4o-mini")
+    result, events = go(spec, "What is the capital of France?", tmp_path)
+    assert (result.answer, result.steps) == ("The capital of France is Paris.", 3)
+    assert [e.code for e in events if e.type == "warning"] == ["failed_call", "failed_call"]
+    assert _offered_actions(openai_server.requests[2]) == ["final_answer", "calculator"]  # it may answer
+
+
+@pytest.mark.parametrize("answer, failure", [
+    ("There are no widgets in stock.", True),
+    ("The port number is not a number.", True),
+    ("The file does not exist.", True),
+    ("The calculator does not support port.", True),
+    ("I could not find it.", True),
+    ("The capital of France is Paris.", False),
+    ("16160", False),
+])
+def test_talks_of_failure_reads_an_answer_about_the_failed_call(answer, failure):
+    from thinkflow.run.answer_checks import talks_of_failure
+
+    assert talks_of_failure(answer) is failure
+
+
 def test_the_last_step_may_answer_after_a_send_back_for_a_call(openai_server, tmp_path):
     openai_server.push(text(_json_reply("I will use the calculator.", ("final_answer", "41"))),
                        text(_json_reply("it is 42", ("final_answer", "42"))))

@@ -288,3 +288,19 @@ def test_announced_tool_names_only_an_offered_tool(thought, names, intent):
     assert found is None or found in names
     if names and intent:  # an announcement of the first tool, after any text ending a sentence, is read
         assert announced_tool(f"{thought}.\n{intent}{names[0]} now", names) in names
+
+
+@settings(max_examples=200, deadline=None)
+@given(answer=st.text(max_size=600), tail=st.text(min_size=1, max_size=200), names=st.lists(_NAMES, max_size=4))
+def test_the_answer_text_checks_read_only_the_head_of_an_answer(answer, tail, names):
+    """Any answer: the text checks return their types, name only offered tools, and read only the first
+    SCAN_CHARS characters (text past them changes nothing, however long the answer)."""
+    from thinkflow.run import answer_checks as ac
+
+    base = answer or "x"
+    head = (base * (ac.SCAN_CHARS // len(base) + 1))[:ac.SCAN_CHARS]  # exactly SCAN_CHARS characters
+    for check in (ac.says_data_missing, ac.works_by_hand, ac.talks_of_failure, ac.points_at_tools):
+        assert check(head) is check(head + tail)
+        assert isinstance(check(answer), bool)
+    assert set(ac.tools_named_in(answer, names)) <= set(names)
+    assert ac.tools_named_in(head, names) == ac.tools_named_in(head + tail, names)

@@ -14,7 +14,9 @@ The checks, in order:
 - ``failed_call`` (``loop.retry_after_error``, on by default): no tool call of the previous step succeeded, at
   least one failed (status ``error``, ``invalid`` or ``timeout``; the others skipped, e.g. as repeats in the same
   reply) and none was denied (a call a person denied is not retried), and the answer came straight after. The
-  request repeats the errors, which name the fix.
+  request repeats the errors, which name the fix; it asks for the call again (:attr:`Review.needs_call`) only when
+  the answer talks of the failure ("the file does not exist"), so an answer the model knew anyway ("The capital of
+  France is Paris." after a needless call failed: suite ``decoy-capital``) may stand.
 - ``announced_call``: no tool call has been made in the run, and the answer's reasoning says it will use one of the
   offered tools ("I will use the weather tool ..."): the answer was written in place of the call it announced.
   Always on (the embedded 1.5B model answered "Oslo 10 °C, Bergen 12 °C" this way in suite run 7).
@@ -82,6 +84,12 @@ _MISSING = re.compile(
     re.I)
 """An answer that says what it needs is missing ("the price is not provided", "I don't have access to ...")."""
 
+_FAILURE = re.compile(
+    r"\b(?:not\s+(?:found|a\s+(?:number|valid)|exist|available|valid|support(?:ed)?|recogni[sz]ed)|does\s*n[o']t\s+exist"
+    r"|no\s+such|unknown|errors?|fail(?:ed|s|ure)?|invalid|could\s*n[o']t|cannot\s+be|unable"
+    r"|(?:there\s+(?:is|are)\s+)no\s+\w+(?:\s+\w+)?\s+(?:in|found|available|exist|listed))\b", re.I)
+"""An answer about a failure ("the file does not exist", "there are no widgets in stock")."""
+
 _BY_HAND = re.compile(r"\b(?:use|apply|using|applying)\s+(?:the\s+)?(?:following\s+)?(?:\w+\s+){0,3}?"
                       r"(?:formula|equation)s?\b", re.I)
 """An answer that works a computation out by hand ("we can use the formula for compound interest")."""
@@ -104,8 +112,8 @@ class Review:
         problem: one line for the warning and the step's error.
         request: the user message that sends the answer back, or None when the answer is accepted anyway (the
             check already sent one back in this run).
-        needs_call: the request asks for a tool call (``failed_call``, ``announced_call``, ``worked_by_hand``, and
-            ``no_tool_tried`` when the answer names what an offered tool provides): in the json style with a
+        needs_call: the request asks for a tool call (``announced_call``, ``worked_by_hand``, ``failed_call`` when
+            the answer talks of the failure, ``no_tool_tried`` when the answer names what an offered tool provides): in the json style with a
             schema-constrained reply, the next reply's schema then offers the tools without ``final_answer``, so a
             model that would repeat its answer (the embedded 1.5B model does, word for word) has to make the call.
     """
@@ -170,7 +178,7 @@ class AnswerChecks:
         if self.loop.retry_after_error and failed and not statuses & {"ok", "denied"}:
             names = ", ".join(dict.fromkeys(c.call.name for c in failed))
             yield ("failed_call", f"the final answer came right after failed tool calls ({names})",
-                   failed_call_request(failed), True)
+                   failed_call_request(failed), talks_of_failure(answer))
         announced = announced_tool(thought, tool_names) if not previous_calls else None
         if announced is not None:
             yield ("announced_call", f"the answer's reasoning announces a call of {announced}, but no tool was called",
@@ -222,6 +230,15 @@ def says_data_missing(answer: str) -> bool:
     """True when ``answer`` says the information it needs is missing ("the price is not provided", "I cannot
     calculate", "I don't have access to real-time data")."""
     return _MISSING.search(answer[:SCAN_CHARS]) is not None
+
+
+def talks_of_failure(answer: str) -> bool:
+    """True when ``answer`` is about a failure rather than an answer ("the file does not exist", "there are no
+    widgets in stock", "the port is not a number", or missing information as in :func:`says_data_missing`): after
+    a failed call, such an answer must make the call again; an answer that answers ("The capital of France is
+    Paris.") may stand."""
+    text = answer[:SCAN_CHARS]
+    return _FAILURE.search(text) is not None or _MISSING.search(text) is not None
 
 
 def works_by_hand(answer: str) -> bool:

@@ -160,7 +160,12 @@ def run(runs: int = 5, files: int = 200, tiny: bool = False, with_peers: bool | 
         rows.append({"name": "python -c pass (interpreter floor)", **_measure([py, "-c", "pass"], runs, cwd)})
         rows.append({"name": "thinkflow --help", **_measure([_bin("thinkflow"), "--help"], runs, cwd)})
         rows.append({"name": f"thinkflow validate ({files} files)",
-                     **_measure([_bin("thinkflow"), "validate"], runs, cwd)})
+                     **_measure([_bin("thinkflow"), "validate"], runs, cwd,
+                                env=offline_env({"THINKFLOW_VALIDATION_CACHE": "0"}))})
+        record = {"THINKFLOW_CACHE_DIR": str(work / "cache")}  # its own record of valid configs, warmed once
+        _measure([_bin("thinkflow"), "validate"], 1, cwd, env=offline_env(record))
+        rows.append({"name": f"thinkflow validate ({files} files; each passed before: the record of valid configs)",
+                     **_measure([_bin("thinkflow"), "validate"], runs, cwd, env=offline_env(record))})
         # the floor is launch + import, without the interpreter's teardown (which the first request does not wait for)
         first = _first_request(runs, work, None if tiny else [py, "-c", "import litellm, os; os._exit(0)"])
         if not tiny:

@@ -40,8 +40,9 @@ def test_coldstart_runs_and_help_validate_import_nothing_heavy(tiny_run: tuple[d
     assert cold["ok"], cold.get("trace")
     names = [r["name"] for r in cold["rows"]]
     assert names == ["python -c pass (interpreter floor)", "thinkflow --help", "thinkflow validate (20 files)",
+                     "thinkflow validate (20 files; each passed before: the record of valid configs)",
                      "thinkflow-run, launch -> first model request"]
-    assert [r["error"] for r in cold["rows"]] == ["", "", "", ""]
+    assert [r["error"] for r in cold["rows"]] == ["", "", "", "", ""]
     assert all(r["wall"]["n"] == 1 for r in cold["rows"])
     assert cold["heavy"] == {"thinkflow --help": [], "thinkflow validate": []}
 

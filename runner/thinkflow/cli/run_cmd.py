@@ -116,7 +116,9 @@ def run(agent_file: Path, task: tuple[str, ...], model: str | None, yes: bool, s
     """
     from thinkflow.model.preload import preload_litellm
 
-    preload_litellm()  # seconds of imports, overlapped with loading the agent and building its tools
+    # seconds of imports, overlapped with loading the agent and building its tools; then gc.freeze(), so LiteLLM's
+    # first call does not walk its million objects in full collections (thinkflow/model/preload.py)
+    preload_litellm(freeze=True)
     try:
         _run_command(agent_file, task, model, yes, session_name, quiet, as_json, stream, trace_dir, max_steps,
                      variables, otel, cache)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from thinkflow.model.messages import ToolCall
@@ -443,6 +445,16 @@ def test_an_answer_that_echoes_a_parameter_schema_is_sent_back_or_read():
     filled = '{"type": "object", "properties": {"answer": "The capital of France is Paris."}, "required": ["answer"]}'
     assert native(filled).text == "The capital of France is Paris."  # the schema with the answer written into it
     assert native('{"type": "object", "name": "x"}').text == '{"type": "object", "name": "x"}'  # not a schema
+
+
+def test_an_answer_that_is_a_json_schema_the_user_asked_for_is_an_answer():
+    person = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name"]}
+    action = native(json.dumps(person))
+    assert isinstance(action, FinalAnswer) and json.loads(action.text) == person  # no offered tool has these
+    copied = {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}
+    assert set(copied["properties"]) == set(CALC["properties"])
+    assert isinstance(native(json.dumps(copied)), ParseFailure)  # the calculator's own parameters: an echo
 
 
 def test_a_call_with_arguments_nested_too_deep_is_refused_with_the_reason():

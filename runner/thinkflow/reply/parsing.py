@@ -203,7 +203,7 @@ def parse_reply(
         ToolAction, FinalAnswer or ParseFailure. Never raises for anything a model can say.
     """
     action = _parse(text, tool_calls, style, tools, argument_errors)
-    echoed = _echoed_schema(action) if isinstance(action, FinalAnswer) else None
+    echoed = _echoed_schema(action, tools) if isinstance(action, FinalAnswer) else None
     if echoed is not None:
         filled = echoed["properties"].get("answer")
         if isinstance(filled, str) and filled.strip():  # the schema with the answer written into it
@@ -224,19 +224,28 @@ def parse_reply(
                    thought=action.thought)
 
 
-def _echoed_schema(action: FinalAnswer) -> dict[str, Any] | None:
+def _echoed_schema(action: FinalAnswer, tools: Mapping[str, Any]) -> dict[str, Any] | None:
     """The echoed parameter schema (:func:`~thinkflow.reply.actions.is_schema_echo`) a final answer is, as its
-    structured data or as its whole text; else None."""
-    if is_schema_echo(action.data):
-        return action.data  # type: ignore[return-value]
-    text = action.text.strip()
+    structured data or as its whole text, when its properties are those of an offered tool's parameters (or
+    ``answer``, the final_answer tool's); else None. A JSON Schema the user asked for ("write a schema of a
+    person") has other properties and stays an answer."""
+    value = action.data if is_schema_echo(action.data) else _json_object(action.text)
+    if not is_schema_echo(value):
+        return None
+    names = set(value["properties"])
+    offered = [set((schema or {}).get("properties") or {}) for schema in tools.values() if isinstance(schema, dict)]
+    return value if names <= {"answer"} or names in offered else None
+
+
+def _json_object(text: str) -> Any:
+    """``text`` decoded as one JSON object, or None (not an object, too long, too deep)."""
+    text = text.strip()
     if not (text.startswith("{") and text.endswith("}")) or len(text) > 100_000:
         return None
     try:
-        value = json.loads(text)
+        return json.loads(text)
     except (ValueError, RecursionError):
         return None
-    return value if is_schema_echo(value) else None
 
 
 _JSON_START = re.compile(r"\{[ \t\r\n]*[\"']")

@@ -633,6 +633,51 @@ class RecordTool:
         return ToolResult("ok", "defined")
 
 
+class StockTool:
+    """A tool whose error lists the keys it knows, as an HTTP API's 404 does."""
+
+    def __init__(self):
+        from thinkflow.config.spec import ToolSpec
+
+        self.spec = ToolSpec(name="stock_level", description="Units in stock.", kind="python",
+                             parameters=self.parameters())
+
+    def parameters(self):
+        return {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}
+
+    def run(self, arguments):
+        from thinkflow.tools import ToolResult
+
+        if arguments["item"] == "widget":
+            return ToolResult("ok", "42")
+        return ToolResult("error", f"unknown key {arguments['item']!r}; known: ['gadget', 'widget']")
+
+
+def test_a_failed_call_s_error_that_quotes_a_close_value_says_did_you_mean(openai_server, tmp_path):
+    openai_server.push(tool_calls([("stock_level", {"item": "widgets"}, "s1")]),
+                       tool_calls([("stock_level", {"item": "widget"}, "s2")]), text("42 widgets."))
+    agent = build(make_spec(openai_server, tmp_path, tools=()))
+    agent.toolbox.add(StockTool())
+    result = run(agent, "How many widgets?", trace_dir=tmp_path / "runs")
+    assert (result.answer, result.tool_calls) == ("42 widgets.", 2)
+    told = openai_server.requests[1]["messages"][-1]
+    assert told["role"] == "tool"
+    assert told["content"] == "unknown key 'widgets'; known: ['gadget', 'widget']\ndid you mean item='widget'?"
+    assert openai_server.requests[2]["messages"][-1]["content"] == "42"  # an ok result gets no hint
+
+
+def test_a_failed_call_that_nests_another_tool_is_told_to_call_that_tool_first(openai_server, tmp_path):
+    openai_server.push(tool_calls([("calculator", {"expression": "8 * stock_level('widget')"}, "c1")]),
+                       text("done"))
+    agent = build(make_spec(openai_server, tmp_path))
+    agent.toolbox.add(StockTool())
+    run(agent, "8 times the widgets in stock?", trace_dir=tmp_path / "runs")
+    told = openai_server.requests[1]["messages"][-1]["content"]
+    assert told.startswith("function 'stock_level' is not allowed")
+    assert told.endswith("\nstock_level is a tool of its own, not part of calculator's arguments: call stock_level "
+                         "first, then use its result here.")
+
+
 def test_schema_shaped_arguments_a_tool_accepts_are_a_call_not_an_echo(openai_server, tmp_path):
     record = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
     openai_server.push(tool_calls([("define_record", record, "d1")]), text("Defined."))

@@ -304,3 +304,17 @@ def test_the_answer_text_checks_read_only_the_head_of_an_answer(answer, tail, na
         assert isinstance(check(answer), bool)
     assert set(ac.tools_named_in(answer, names)) <= set(names)
     assert ac.tools_named_in(head, names) == ac.tools_named_in(head + tail, names)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.text(max_size=300), names=st.lists(_NAMES, min_size=1, max_size=4, unique=True))
+def test_a_nested_call_hint_names_only_other_offered_tools(value, names):
+    from thinkflow.model.messages import ToolCall
+    from thinkflow.run.tool_calls import nested_call_hint
+
+    call = ToolCall(id="c1", name=names[0], arguments={"expression": value})
+    hint = nested_call_hint(call, names)
+    assert hint == "" or hint.startswith("\n") and any(f"call {n} first" in hint for n in names[1:])
+    if len(names) > 1:  # another tool called inside the argument is always named
+        nested = ToolCall(id="c2", name=names[0], arguments={"expression": f"{value} {names[1]}(1)"})
+        assert f"{names[1]} " in nested_call_hint(nested, names) or "call " in nested_call_hint(nested, names)

@@ -2,6 +2,8 @@
 
 import re
 
+import pytest
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -49,3 +51,29 @@ def test_clip_cuts_lines_then_characters():
     assert clip("a\nb\nc\n", 100, 2) == "a\nb\n… (1 more lines)"
     assert clip("x" * 10, 4, 5) == "xxxx …"
     assert clip("fine  ", 10, 3) == "fine"
+
+
+@pytest.mark.parametrize("arguments, error, found", [
+    ({"item": "widgets"}, """HTTP 404\n{"error": "unknown /stock key 'widgets'; known: ['gadget', 'widget']"}""",
+     [("item", "widgets", "widget")]),
+    ({"city": "Olso", "days": 3}, 'unknown city "Olso"; one of "Oslo", "Bergen"', [("city", "Olso", "Oslo")]),
+    ({"expression": "2 * shop.port"}, "'shop.port' is not a number", []),  # a part of the value: no hint
+    ({"region": "north"}, "unknown region 'north'; known: 'North', 'South'", []),  # only case differs: no hint
+    ({"item": "widget"}, "server error", []),  # nothing quoted
+    (["not", "a", "mapping"], "'x'", []),
+])
+def test_suggested_values_reads_a_close_value_the_error_quotes(arguments, error, found):
+    from thinkflow.text import suggested_values
+
+    assert suggested_values(arguments, error) == found
+
+
+@settings(max_examples=200, deadline=None)
+@given(arguments=st.dictionaries(st.text(max_size=8), st.text(max_size=20) | st.integers(), max_size=4),
+       error=st.text(max_size=300))
+def test_a_suggested_value_is_always_quoted_in_the_error(arguments, error):
+    from thinkflow.text import suggested_values
+
+    for key, given, value in suggested_values(arguments, error):
+        assert arguments[key] == given and value != given
+        assert any(f"{q}{value}{q}" in error for q in "'\"`")

@@ -8,6 +8,7 @@ columns, prompt variables) comes from here, so they read the same everywhere.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 SUGGEST_CUTOFF = 0.6
@@ -55,3 +56,27 @@ def clip(text: str, chars: int, lines: int) -> str:
     if cut_lines:
         text += f"\n… ({cut_lines} more lines)"
     return text
+
+
+_QUOTED = re.compile(r"""(['"`])([^'"`\n]{1,80})\1""")
+"""A quoted value in an error message ('widget', "North")."""
+
+
+def suggested_values(arguments: object, error: str, *, scan: int = 4000) -> list[tuple[str, str, str]]:
+    """``(argument, given, suggested)`` for each string argument of a failed call whose value the ``error`` does not
+    quote but a close one (:func:`closest`, ratio 0.75 or more, not the same ignoring case, not a part of the
+    value such as ``'shop.port'`` of ``"2 * shop.port"``): the error of ``{"item": "widgets"}``, ``unknown key
+    'widgets'; known: ['gadget', 'widget']``, gives ``[("item", "widgets", "widget")]``. Reads the first ``scan``
+    characters of ``error``."""
+    if not isinstance(arguments, dict):
+        return []
+    quoted = {value for _, value in _QUOTED.findall(error[:scan])}
+    out = []
+    for key, given in arguments.items():
+        if isinstance(given, str) and 0 < len(given.strip()) <= 80 and quoted:
+            parts = set(re.split(r"[^\w.\-]+", given))
+            match = closest(given, [q for q in quoted if q not in parts], cutoff=0.75)
+            if match is not None and match.casefold() != given.casefold():
+                out.append((str(key), given, match))
+    return out
+

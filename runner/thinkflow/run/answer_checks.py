@@ -77,7 +77,8 @@ _MISSING = re.compile(
     r"\b(?:(?:is|are|was|were)\s+not\s+(?:provided|given|specified|mentioned|available|known|included)"
     r"|(?:i|we)\s+(?:do not|don't|cannot|can't|can not)\s+(?:access\b|have\s+(?:access|enough\s+information"
     r"|(?:the\s+)?(?:current\s+|latest\s+|real-time\s+|up-to-date\s+)?(?:information|data)\b))"
-    r"|(?:i|we)\s+(?:would\s+)?need\s+(?:to\s+know|more\s+information|additional\s+information)"
+    r"|(?:i|we|you)\s+(?:would\s+)?need\s+(?:to\s+know|more\s+information|additional\s+information)"
+    r"|please\s+provide"
     r"|(?:without|lack(?:ing)?)\s+(?:access\s+to|information\s+(?:about|on))"
     r"|(?:unable|not\s+able)\s+to\s+(?:determine|calculate|compute|answer|find|access)"
     r"|(?:i|we)\s+(?:cannot|can't|can not)\s+(?:determine|calculate|compute|answer|find))",
@@ -85,7 +86,8 @@ _MISSING = re.compile(
 """An answer that says what it needs is missing ("the price is not provided", "I don't have access to ...")."""
 
 _FAILURE = re.compile(
-    r"\b(?:not\s+(?:found|a\s+(?:number|valid)|exist|available|valid|support(?:ed)?|recogni[sz]ed)|does\s*n[o']t\s+exist"
+    r"\b(?:not\s+(?:found|a\s+(?:number|valid)|exist|available|valid|support(?:ed)?|recogni[sz]ed|in\s+the\s+\w+)"
+    r"|does\s*n[o']t\s+exist"
     r"|no\s+such|unknown|errors?|fail(?:ed|s|ure)?|invalid|could\s*n[o']t|cannot\s+be|unable"
     r"|(?:there\s+(?:is|are)\s+)no\s+\w+(?:\s+\w+)?\s+(?:in|found|available|exist|listed))\b", re.I)
 """An answer about a failure ("the file does not exist", "there are no widgets in stock")."""
@@ -290,8 +292,9 @@ def announced_call_request(tool: str) -> str:
 
 
 def failed_call_request(failed: Sequence[CallOutcome]) -> str:
-    """The message that sends back an answer given right after the tool calls in ``failed`` failed: their errors,
-    each cut to :data:`ERROR_CHARS`, and what to do."""
+    """The message that sends back an answer given right after the tool calls in ``failed`` failed: their errors
+    (with the "did you mean" of :func:`thinkflow.run.tool_calls.execute_calls`), each cut to :data:`ERROR_CHARS`,
+    and what to do."""
     errors = "\n".join(f"- {c.call.name}: {cut_middle(c.observation.strip(), ERROR_CHARS)}" for c in failed)
     return (f"Your last tool call failed:\n{errors}\nFix the arguments as the error says and call the tool again. "
             "Answer without the tool only if the error shows that it cannot answer the question.")

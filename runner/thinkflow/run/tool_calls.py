@@ -9,6 +9,7 @@ parallel threads when there are several and every tool is parallel-safe; :func:`
 from __future__ import annotations
 
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, NamedTuple, Sequence
 
@@ -19,7 +20,7 @@ from thinkflow.run.collaborators import Toolbox
 from thinkflow.run.limits import Budget, RepetitionDetector
 from thinkflow.run.outcome import Outcome
 from thinkflow.run.step import PARTIAL_OBSERVATION_CHARS, CallOutcome
-from thinkflow.text import cut_middle
+from thinkflow.text import cut_middle, suggested_values
 
 MAX_PARALLEL_TOOLS = 8
 DUPLICATE_CALL = "not run: the same call as an earlier one in this reply (its result is above)"
@@ -91,8 +92,10 @@ def admit_calls(action: ToolAction, *, toolbox: Toolbox, repetition: RepetitionD
 
 def execute_calls(toolbox: Toolbox, calls: Sequence[ToolCall], admitted: Sequence[int]) -> dict[int, CallOutcome]:
     """Run ``calls[i]`` for each ``i`` in ``admitted`` through ``toolbox``; returns their outcomes (``ran=True``) by
-    call index. A tool layer that raises becomes an "error" observation. Several parallel-safe calls run in up to
-    :data:`MAX_PARALLEL_TOOLS` threads.
+    call index. A tool layer that raises becomes an "error" observation; a failed call's error that quotes a value
+    close to an argument it gave gets a "did you mean" line (:func:`did_you_mean_values`), and one whose arguments
+    call another tool a line saying so (:func:`nested_call_hint`). Several parallel-safe
+    calls run in up to :data:`MAX_PARALLEL_TOOLS` threads.
     Ctrl-C while they run kills every process the tools started (:func:`~thinkflow.tools.process.terminate_all`)
     and re-raises."""
     def one(i: int) -> CallOutcome:
@@ -102,8 +105,10 @@ def execute_calls(toolbox: Toolbox, calls: Sequence[ToolCall], admitted: Sequenc
         except Exception as failure:  # noqa: BLE001 - a tool layer bug is an observation, not a crash
             return CallOutcome(call, "error", f"tool '{call.name}' failed: {type(failure).__name__}: {failure}",
                                ran=True)
-        return CallOutcome(call, result.status, result.text if result.text.strip() else "(no output)",
-                           dict(result.data), ran=True)
+        text = result.text if result.text.strip() else "(no output)"
+        if result.status in ("error", "invalid"):
+            text += did_you_mean_values(call.arguments, text) + nested_call_hint(call, toolbox.names())
+        return CallOutcome(call, result.status, text, dict(result.data), ran=True)
 
     parallel = len(admitted) > 1 and all(toolbox.parallel_safe(calls[i].name) for i in admitted)
     if not parallel:
@@ -119,6 +124,27 @@ def execute_calls(toolbox: Toolbox, calls: Sequence[ToolCall], admitted: Sequenc
         raise
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def did_you_mean_values(arguments: object, error: str) -> str:
+    """The line appended to a failed call's error when the error quotes a value close to one the call gave
+    (:func:`thinkflow.text.suggested_values`): ``"\ndid you mean item='widget'?"``, else ``""``. A small model
+    sends ``widgets`` again and again when the error only lists ``widget`` among the known keys."""
+    hints = [f"{key}={value!r}" for key, _, value in suggested_values(arguments, error)]
+    return f"\ndid you mean {', '.join(hints)}?" if hints else ""
+
+
+def nested_call_hint(call: ToolCall, tool_names: Sequence[str]) -> str:
+    """The line appended to a failed call's error when one of its string arguments calls another offered tool
+    (``calculator("8 * item_price('gadget')")``, which a small model writes): that tool is called on its own,
+    first. ``""`` otherwise."""
+    texts = [v for v in call.arguments.values() if isinstance(v, str)] if isinstance(call.arguments, dict) else []
+    nested = [name for name in tool_names if name != call.name
+              and any(re.search(rf"(?<![\w.]){re.escape(name)}\s*\(", text[:4000]) for text in texts)]
+    if not nested:
+        return ""
+    return (f"\n{', '.join(nested)} {'is a tool' if len(nested) == 1 else 'are tools'} of its own, not part of "
+            f"{call.name}'s arguments: call {nested[0]} first, then use its result here.")
 
 
 def observation_messages(action: ToolAction, reply_text: str, outcomes: Sequence[CallOutcome], *,

@@ -678,6 +678,36 @@ def test_a_failed_call_that_nests_another_tool_is_told_to_call_that_tool_first(o
                          "first, then use its result here.")
 
 
+def test_a_failed_call_naming_a_field_of_an_earlier_result_is_told_its_value(openai_server, tmp_path):
+    (tmp_path / "app.json").write_text('{"name": "shop", "server": {"port": 8080}, "debug": false}')
+    openai_server.push(tool_calls([("read_file", {"path": "app.json"}, "r1")]),
+                       tool_calls([("calculator", {"expression": "2 * shop.port"}, "c1")]),
+                       tool_calls([("calculator", {"expression": "2 * 8080"}, "c2")]), text("16160"))
+    spec = make_spec(openai_server, tmp_path, tools=("read_file", "calculator"))
+    result, _ = go(spec, "port times 2?", tmp_path)
+    assert result.answer == "16160"
+    told = openai_server.requests[2]["messages"][-1]["content"]
+    assert told.endswith("\nport is 8080 in the result of read_file: write the value itself.")
+    assert openai_server.requests[3]["messages"][-1]["content"] == "16160"
+
+
+@pytest.mark.parametrize("expression, earlier, hint", [
+    ("2 * shop.port", '{"port": 8080}', "\nport is 8080 in the result of read_file: write the value itself."),
+    ("price * 8", '{"items": [{"price": 99.5}]}', "\nprice is 99.5 in the result of read_file: write the value itself."),
+    ("2 * port", "port: 8080", ""),  # not a JSON object
+    ("2 * port", '{"port": {"value": 1}}', ""),  # not a scalar
+    ("sqrt(16)", '{"sqrt": 4}', ""),  # a function call, not a field
+    ("2 * 3", '{"port": 8080}', ""),
+])
+def test_field_value_hint_reads_scalars_of_earlier_json_results(expression, earlier, hint):
+    from thinkflow.model.messages import ToolCall
+    from thinkflow.run.step import CallOutcome
+    from thinkflow.run.tool_calls import field_value_hint
+
+    before = [CallOutcome(ToolCall(id="r", name="read_file", arguments={}), "ok", earlier)]
+    assert field_value_hint(ToolCall(id="c", name="calculator", arguments={"expression": expression}), before) == hint
+
+
 def test_schema_shaped_arguments_a_tool_accepts_are_a_call_not_an_echo(openai_server, tmp_path):
     record = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
     openai_server.push(tool_calls([("define_record", record, "d1")]), text("Defined."))

@@ -318,3 +318,25 @@ def test_a_nested_call_hint_names_only_other_offered_tools(value, names):
     if len(names) > 1:  # another tool called inside the argument is always named
         nested = ToolCall(id="c2", name=names[0], arguments={"expression": f"{value} {names[1]}(1)"})
         assert f"{names[1]} " in nested_call_hint(nested, names) or "call " in nested_call_hint(nested, names)
+
+
+_JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                                          max_size=3), max_leaves=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(expression=st.text(max_size=80), result=_JSON_VALUES, raw=st.text(max_size=80))
+def test_a_field_value_hint_names_a_key_the_earlier_result_holds(expression, result, raw):
+    import json
+
+    from thinkflow.model.messages import ToolCall
+    from thinkflow.run.step import CallOutcome
+    from thinkflow.run.tool_calls import field_value_hint
+
+    call = ToolCall(id="c", name="calculator", arguments={"expression": expression})
+    for observation in (json.dumps(result), raw):
+        hint = field_value_hint(call, [CallOutcome(ToolCall(id="r", name="read_file", arguments={}), "ok", observation)])
+        if hint:
+            key = hint[1:].split(" is ", 1)[0]
+            assert json.dumps(key)[1:-1] in observation or key in observation

@@ -364,7 +364,8 @@ class _Run(RunBase, MemorySteps, StyleSteps):
         step.admitted = len(admission.admitted)
         started = time.monotonic()
         try:
-            ran = execute_calls(self.toolbox, action.calls, admission.admitted)
+            earlier = [c for s in self.steps if s is not step and not s.discarded for c in s.calls]
+            ran = execute_calls(self.toolbox, action.calls, admission.admitted, earlier)
         finally:
             self.tool_seconds += time.monotonic() - started
         for i, call in enumerate(action.calls):

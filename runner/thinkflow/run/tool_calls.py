@@ -90,11 +90,13 @@ def admit_calls(action: ToolAction, *, toolbox: Toolbox, repetition: RepetitionD
     return Admission(decided, admitted, stop)
 
 
-def execute_calls(toolbox: Toolbox, calls: Sequence[ToolCall], admitted: Sequence[int]) -> dict[int, CallOutcome]:
+def execute_calls(toolbox: Toolbox, calls: Sequence[ToolCall], admitted: Sequence[int],
+                  earlier: Sequence[CallOutcome] = ()) -> dict[int, CallOutcome]:
     """Run ``calls[i]`` for each ``i`` in ``admitted`` through ``toolbox``; returns their outcomes (``ran=True``) by
     call index. A tool layer that raises becomes an "error" observation; a failed call's error that quotes a value
     close to an argument it gave gets a "did you mean" line (:func:`did_you_mean_values`), and one whose arguments
-    call another tool a line saying so (:func:`nested_call_hint`). Several parallel-safe
+    call another tool a line saying so (:func:`nested_call_hint`), and one whose arguments name a field that an
+    ``earlier`` result of the run holds the value of (:func:`field_value_hint`). Several parallel-safe
     calls run in up to :data:`MAX_PARALLEL_TOOLS` threads.
     Ctrl-C while they run kills every process the tools started (:func:`~thinkflow.tools.process.terminate_all`)
     and re-raises."""
@@ -107,7 +109,8 @@ def execute_calls(toolbox: Toolbox, calls: Sequence[ToolCall], admitted: Sequenc
                                ran=True)
         text = result.text if result.text.strip() else "(no output)"
         if result.status in ("error", "invalid"):
-            text += did_you_mean_values(call.arguments, text) + nested_call_hint(call, toolbox.names())
+            text += (did_you_mean_values(call.arguments, text) + nested_call_hint(call, toolbox.names())
+                     + field_value_hint(call, earlier))
         return CallOutcome(call, result.status, text, dict(result.data), ran=True)
 
     parallel = len(admitted) > 1 and all(toolbox.parallel_safe(calls[i].name) for i in admitted)
@@ -145,6 +148,57 @@ def nested_call_hint(call: ToolCall, tool_names: Sequence[str]) -> str:
         return ""
     return (f"\n{', '.join(nested)} {'is a tool' if len(nested) == 1 else 'are tools'} of its own, not part of "
             f"{call.name}'s arguments: call {nested[0]} first, then use its result here.")
+
+
+_FIELD = re.compile(r"(?<![\w.'\"])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?![\w(])")
+"""A name or dotted field path in an argument (``port``, ``shop.port``, ``config.app.port``), not a call."""
+
+
+def field_value_hint(call: ToolCall, earlier: Sequence[CallOutcome], *, limit: int = 4000) -> str:
+    """The line appended to a failed call's error when its string arguments name a field (``2 * shop.port``) whose
+    last part is a key with a number or short text in a JSON object an ``earlier`` ok result of the run printed
+    (``{"name": "shop", "port": 8080}``): ``"\nport is 8080 in the result of read_file: write the value
+    itself."``; ``""`` otherwise. Reads the first ``limit`` characters of each argument and result."""
+    texts = [v[:limit] for v in call.arguments.values() if isinstance(v, str)] if isinstance(call.arguments, dict) else []
+    wanted = {path.rsplit(".", 1)[-1]: path for text in texts for path in _FIELD.findall(text)}
+    if not wanted:
+        return ""
+    for outcome in reversed(earlier):
+        if outcome.status != "ok":
+            continue
+        found = _scalar_fields(outcome.observation[:limit])
+        for key in wanted:
+            if key in found:
+                return (f"\n{key} is {json.dumps(found[key])} in the result of {outcome.call.name}: write the value "
+                        "itself.")
+    return ""
+
+
+def _scalar_fields(text: str) -> dict[str, object]:
+    """The numbers and short strings of the JSON object ``text`` is (nested objects included), by key; {} when it
+    is not one."""
+    text = text.strip()
+    if not text.startswith("{"):
+        return {}
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+    out: dict[str, object] = {}
+    stack, seen = [value], 0
+    while stack and seen < 1000:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(inner, (int, float)) and not isinstance(inner, bool) or \
+                        isinstance(inner, str) and len(inner) <= 80:
+                    out.setdefault(str(key), inner)
+                elif isinstance(inner, (dict, list)):
+                    stack.append(inner)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return out
 
 
 def observation_messages(action: ToolAction, reply_text: str, outcomes: Sequence[CallOutcome], *,

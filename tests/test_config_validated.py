@@ -52,6 +52,7 @@ def test_a_valid_agent_is_checked_once_then_found_in_the_record(tmp_path, record
     agent.write_text(AGENT, encoding="utf-8")
     first = load_agent(agent)
     assert checks["agent"] == 1
+    assert stat.S_IMODE(record.stat().st_mode) == 0o700  # digests of the user's documents
     assert len([p for p in record.rglob("*") if p.is_file()]) == 1  # one digest file, empty
     assert all(p.stat().st_size == 0 for p in record.rglob("*") if p.is_file())
     second = load_agent(agent)
@@ -134,7 +135,8 @@ def test_an_unwritable_cache_directory_is_skipped(tmp_path, monkeypatch, checks)
 def test_keys_tell_types_and_kinds_apart(record):
     assert validated.key("agent", {"a": True}) != validated.key("agent", {"a": "true"})
     assert validated.key("agent", {"a": 1}) != validated.key("agent", {"a": 1.0})
-    assert validated.key("agent", {"a": datetime.date(2026, 1, 2)}) != validated.key("agent", {"a": "2026-01-02"})
+    assert validated.key("agent", {"a": datetime.date(2026, 1, 2)}) is None  # not JSON's own type: always checked
+    assert validated.key("agent", {"tools": ("calculator",)}) is None  # a tuple would encode as a list
     assert validated.key("agent", {"a": 1}) != validated.key("tool", {"a": 1})
     assert validated.key("agent", {"b": 2, "a": 1}) == validated.key("agent", {"a": 1, "b": 2})
     assert validated.key("agent", {1: "not a string key"}) is None  # not encodable as JSON: always checked

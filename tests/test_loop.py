@@ -761,18 +761,18 @@ def test_an_answer_that_says_the_data_is_missing_without_trying_a_tool_is_sent_b
 
 
 def test_missing_information_a_tool_is_named_for_asks_for_that_tool_and_a_call(openai_server, tmp_path):
-    (tmp_path / "notes.txt").write_text("code ZEBRA")
-    openai_server.push(text(_json_reply("", ("final_answer", "I need to know what the file says; it is not provided."))),
-                       text(_json_reply("", ("read_file", {"path": "notes.txt"}))),
-                       text(_json_reply("", ("final_answer", "ZEBRA"))))
-    spec = make_spec(openai_server, tmp_path, style="json", model="openai/gpt-4o-mini", tools=("calculator", "read_file"))
-    result, events = go(spec, "What is the code in notes.txt?", tmp_path)
-    assert (result.answer, result.tool_calls) == ("ZEBRA", 1)
+    (tmp_path / "s.csv").write_text("region,units\nNorth,3\n")
+    openai_server.push(text(_json_reply("", ("final_answer", "I need the CSV columns; they are not provided."))),
+                       text(_json_reply("", ("read_csv", {"path": "s.csv"}))),
+                       text(_json_reply("", ("final_answer", "region, units"))))
+    spec = make_spec(openai_server, tmp_path, style="json", model="openai/gpt-4o-mini", tools=("calculator", "read_csv"))
+    result, events = go(spec, "Which columns has s.csv?", tmp_path)
+    assert (result.answer, result.tool_calls) == ("region, units", 1)
     requests = openai_server.requests
-    assert requests[1]["messages"][-1]["content"] == no_tool_tried_request(["calculator", "read_file"], ["read_file"])
-    assert "read_file provides what you say is missing" in requests[1]["messages"][-1]["content"]
-    assert _offered_actions(requests[1]) == ["calculator", "read_file"]  # a named tool: the reply must call
-    assert _offered_actions(requests[2]) == ["final_answer", "calculator", "read_file"]
+    assert requests[1]["messages"][-1]["content"] == no_tool_tried_request(["calculator", "read_csv"], ["read_csv"])
+    assert "read_csv provides what you say is missing" in requests[1]["messages"][-1]["content"]
+    assert _offered_actions(requests[1]) == ["calculator", "read_csv"]  # a named tool: the reply must call
+    assert _offered_actions(requests[2]) == ["final_answer", "calculator", "read_csv"]
 
 
 def test_missing_information_no_tool_is_named_for_lets_the_model_ask_the_user(openai_server, tmp_path):
@@ -795,6 +795,44 @@ def test_tools_named_in_reads_the_words_of_tool_names(answer, named):
     from thinkflow.run.answer_checks import tools_named_in
 
     assert tools_named_in(answer, ["item_price", "weather", "calculator"]) == named
+
+
+def test_a_clarifying_question_is_never_made_to_call_a_tool(openai_server, tmp_path):
+    openai_server.push(text("Please provide the file name so I can read it."), text("Which file do you mean?"))
+    spec = make_spec(openai_server, tmp_path, style="auto", model="openai/gpt-4o-mini", tools=("read_file",))
+    result, events = go(spec, "Summarize my file", tmp_path)
+    assert (result.answer, result.style, result.tool_calls) == ("Which file do you mean?", "native", 0)
+    assert not [e for e in events if e.type == "style_switched"]  # no switch to a schema that must call
+    assert openai_server.requests[1]["tools"][0]["function"]["name"] == "read_file"
+
+
+@pytest.mark.parametrize("answer, names", [
+    ("Which note should I delete? Please provide its id.", []),  # a question: never forced
+    ("I need to know the price of a gadget.", ["item_price"]),
+    ("I need the contents of the file; it is not provided.", []),  # "file" is a generic word of read_file
+    ("I cannot get the weather without access to the data.", ["get_weather"]),
+])
+def test_no_tool_tried_asks_for_a_named_tool_only_without_a_question(answer, names):
+    from thinkflow.model.messages import ModelReply
+    from thinkflow.run.answer_checks import AnswerChecks
+
+    tools = ["notes_delete_note", "item_price", "read_file", "get_weather"]
+    review = AnswerChecks(LoopSpec(), Path(".")).review(answer, ModelReply(text=answer), [], [], tool_names=tools)
+    assert review is not None and review.code == "no_tool_tried"
+    assert review.needs_call is bool(names)
+    assert review.request == no_tool_tried_request(tools, names)
+
+
+def test_a_formula_by_hand_is_sent_back_only_when_a_tool_computes(openai_server, tmp_path):
+    from thinkflow.model.messages import ModelReply
+    from thinkflow.run.answer_checks import AnswerChecks
+
+    answer = "To convert Celsius to Fahrenheit, apply the formula F = C * 9/5 + 32."
+    checks = AnswerChecks(LoopSpec(), Path("."))
+    assert checks.review(answer, ModelReply(text=answer), [], [], tool_names=["list_dir", "write_file"]) is None
+    review = checks.review(answer, ModelReply(text=answer), [], [], tool_names=["read_file", "calculator"])
+    assert (review.code, review.needs_call) == ("worked_by_hand", True)
+    assert review.request == worked_by_hand_request(["calculator"])  # only the tool that computes
 
 
 def test_an_answer_after_a_tool_call_may_say_what_the_tool_could_not_find(openai_server, tmp_path):
@@ -846,8 +884,12 @@ def test_an_answer_worked_out_by_hand_is_sent_back_and_the_next_json_reply_must_
 
 @pytest.mark.parametrize("answer, points", [
     ("The result is shown in the second tool response.", True),
-    ("The totals are listed above.", True),
+    ("The totals are listed in the query_data tool output.", True),
     ("Please see the query_data tool's output.", True),
+    ("The results are listed below:\n- 2+2 = 4", False),  # states them
+    ("The results are listed in descending order: North 120, South 80.", False),
+    ("The answer is given by the calculator: 42.", False),
+    ("The total sales are 88525.69. The data is provided in the sales.csv file.", False),
     ("Laptop has the highest total sales: 30,123.50.", False),
     ("The tool returned 42, so the answer is 42.", False),
     ("Q3 2026 had the lowest sales (1,204.00); the chart is saved as charts/q.png.", False),

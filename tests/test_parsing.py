@@ -455,6 +455,8 @@ def test_an_answer_that_is_a_json_schema_the_user_asked_for_is_an_answer():
     copied = {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}
     assert set(copied["properties"]) == set(CALC["properties"])
     assert isinstance(native(json.dumps(copied)), ParseFailure)  # the calculator's own parameters: an echo
+    empty = {"type": "object", "properties": {}}
+    assert isinstance(native(json.dumps(empty)), FinalAnswer)  # no properties: nobody's parameters
 
 
 def test_a_call_with_arguments_nested_too_deep_is_refused_with_the_reason():

@@ -60,6 +60,10 @@ def test_clip_cuts_lines_then_characters():
     ({"expression": "2 * shop.port"}, "'shop.port' is not a number", []),  # a part of the value: no hint
     ({"region": "north"}, "unknown region 'north'; known: 'North', 'South'", []),  # only case differs: no hint
     ({"item": "widget"}, "server error", []),  # nothing quoted
+    ({"item": "widgets"}, "item 'widgets' doesn't exist; known: 'gadget', 'widget'", [("item", "widgets", "widget")]),
+    ({"src": "notes1.txt", "dst": "notes2.txt"}, "cannot copy: 'notes2.txt' already exists", []),  # its own value
+    ({"city": "Oslo"}, "no weather station in 'Osl'", []),  # the error does not quote what was sent
+    ({"user": "alice"}, "permission denied for 'alicea' (you are 'alice')", []),  # one other value: no list
     (["not", "a", "mapping"], "'x'", []),
 ])
 def test_suggested_values_reads_a_close_value_the_error_quotes(arguments, error, found):

@@ -58,25 +58,30 @@ def clip(text: str, chars: int, lines: int) -> str:
     return text
 
 
-_QUOTED = re.compile(r"""(['"`])([^'"`\n]{1,80})\1""")
-"""A quoted value in an error message ('widget', "North")."""
+_QUOTED = re.compile(r"""(?<!\w)(['"`])([^'"`\n]{1,80})\1(?!\w)""")
+"""A quoted value in an error message ('widget', "North"); the apostrophe of "doesn't" opens none."""
 
 
 def suggested_values(arguments: object, error: str, *, scan: int = 4000) -> list[tuple[str, str, str]]:
-    """``(argument, given, suggested)`` for each string argument of a failed call whose value the ``error`` does not
-    quote but a close one (:func:`closest`, ratio 0.75 or more, not the same ignoring case, not a part of the
-    value such as ``'shop.port'`` of ``"2 * shop.port"``): the error of ``{"item": "widgets"}``, ``unknown key
-    'widgets'; known: ['gadget', 'widget']``, gives ``[("item", "widgets", "widget")]``. Reads the first ``scan``
+    """``(argument, given, suggested)`` for each string argument of a failed call whose value the ``error`` quotes
+    beside at least two other quoted values (a list of what is accepted), one of them close to it (:func:`closest`,
+    ratio 0.75 or more; not the same ignoring case, not a part of the value such as ``'shop.port'`` of ``"2 *
+    shop.port"``, not another argument's value): the error of ``{"item": "widgets"}``, ``unknown key 'widgets';
+    known: ['gadget', 'sprocket', 'widget']``, gives ``[("item", "widgets", "widget")]``. Reads the first ``scan``
     characters of ``error``."""
     if not isinstance(arguments, dict):
         return []
     quoted = {value for _, value in _QUOTED.findall(error[:scan])}
+    given_values = {v for v in arguments.values() if isinstance(v, str)}
     out = []
     for key, given in arguments.items():
-        if isinstance(given, str) and 0 < len(given.strip()) <= 80 and quoted:
-            parts = set(re.split(r"[^\w.\-]+", given))
-            match = closest(given, [q for q in quoted if q not in parts], cutoff=0.75)
-            if match is not None and match.casefold() != given.casefold():
-                out.append((str(key), given, match))
+        if not (isinstance(given, str) and 0 < len(given.strip()) <= 80 and given in quoted):
+            continue
+        parts = set(re.split(r"[^\w.\-]+", given))
+        others = [q for q in quoted if q not in parts and q not in given_values]
+        if len(others) < 2:  # one other quoted value is a message about it, not a list of choices
+            continue
+        match = closest(given, others, cutoff=0.75)
+        if match is not None and match.casefold() != given.casefold():
+            out.append((str(key), given, match))
     return out
-

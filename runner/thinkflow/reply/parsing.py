@@ -226,15 +226,16 @@ def parse_reply(
 
 def _echoed_schema(action: FinalAnswer, tools: Mapping[str, Any]) -> dict[str, Any] | None:
     """The echoed parameter schema (:func:`~thinkflow.reply.actions.is_schema_echo`) a final answer is, as its
-    structured data or as its whole text, when its properties are those of an offered tool's parameters (or
-    ``answer``, the final_answer tool's); else None. A JSON Schema the user asked for ("write a schema of a
+    structured data or as its whole text, when its properties are those of an offered tool's parameters, or two or
+    more of them (a partial copy), or ``answer`` (the final_answer tool's); else None. A JSON Schema the user asked for ("write a schema of a
     person") has other properties and stays an answer."""
     value = action.data if is_schema_echo(action.data) else _json_object(action.text)
     if not is_schema_echo(value):
         return None
     names = set(value["properties"])
     offered = [set((schema or {}).get("properties") or {}) for schema in tools.values() if isinstance(schema, dict)]
-    return value if names <= {"answer"} or names in offered else None
+    copied = bool(names) and any(names == own or len(names) >= 2 and names < own for own in offered)  # all or part
+    return value if names == {"answer"} or copied else None
 
 
 def _json_object(text: str) -> Any:

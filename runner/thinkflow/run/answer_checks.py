@@ -14,20 +14,22 @@ The checks, in order:
 - ``failed_call`` (``loop.retry_after_error``, on by default): no tool call of the previous step succeeded, at
   least one failed (status ``error``, ``invalid`` or ``timeout``; the others skipped, e.g. as repeats in the same
   reply) and none was denied (a call a person denied is not retried), and the answer came straight after. The
-  request repeats the errors, which name the fix; it asks for the call again (:attr:`Review.needs_call`) only when
-  the answer talks of the failure ("the file does not exist"), so an answer the model knew anyway ("The capital of
-  France is Paris." after a needless call failed: suite ``decoy-capital``) may stand.
+  request repeats the errors, which name the fix; it insists on a call (:attr:`Review.needs_call`) only when the
+  answer talks of the failure ("the file does not exist") and asks the user nothing, so an answer the model knew
+  anyway ("The capital of France is Paris." after a needless call failed: suite ``decoy-capital``) is sent back
+  once but may be given again and then stands.
 - ``announced_call``: no tool call has been made in the run, and the answer's reasoning says it will use one of the
   offered tools ("I will use the weather tool ..."): the answer was written in place of the call it announced.
   Always on (the embedded 1.5B model answered "Oslo 10 °C, Bergen 12 °C" this way in suite run 7).
 - ``no_tool_tried``: no tool call has been made in the run, and the answer says the information it needs is missing
   ("the price is not provided, so I cannot calculate it"): the model gave up on what its tools may provide. When
-  the answer uses a word of an offered tool's name ("price": ``item_price``) the request asks for that tool's call;
-  else it names the offered tools and lets the model ask the user when the question itself lacks what a tool needs.
+  the answer uses a particular word of an offered tool's name ("price": ``item_price``; not "file" or "get") and
+  asks the user nothing, the request asks for that tool's call; else it names the offered tools and lets the model
+  ask the user when the question itself lacks what a tool needs (an answer that asks is never made to call).
   Always on (suite run 7: ``http-price-times``).
-- ``worked_by_hand``: no tool call has been made in the run, and the answer works a formula out by hand ("we can use
-  the formula for compound interest: ..."): the request asks for the tool that computes it. Always on (suite run 7:
-  ``calc-interest``).
+- ``worked_by_hand``: no tool call has been made in the run, a tool that computes is offered (its name says so:
+  ``calculator``, ``python_eval``, ...), and the answer works a formula out by hand ("we can use the formula for
+  compound interest: ..."): the request asks for that tool. Always on (suite run 7: ``calc-interest``).
 - ``points_at_tools``: tools were called, and the answer refers the user to their output ("the result is shown in
   the second tool response") instead of stating it; the user sees only the final answer. Always on (suite run 7:
   ``csv-worst-quarter``).
@@ -97,8 +99,8 @@ _BY_HAND = re.compile(r"\b(?:use|apply|using|applying)\s+(?:the\s+)?(?:following
 """An answer that works a computation out by hand ("we can use the formula for compound interest")."""
 
 _POINTER = re.compile(
-    r"\b(?:result|results|output|answer|response|total|value|data)s?\s+(?:is|are)\s+"
-    r"(?:shown|listed|displayed|given|provided|printed|included|contained|found)\s+(?:in|above|below|by)\b"
+    r"\b(?:is|are)\s+(?:shown|listed|displayed|printed|provided|included|contained|given)\s+in\s+the\s+"
+    r"(?:\w+\s+){0,2}?(?:tool|function)(?:'s)?\s+(?:response|output|result)s?\b"
     r"|\b(?:see|check|refer\s+to)\s+the\s+(?:\w+\s+)?(?:tool|function)(?:'s)?\s+(?:response|output|result)",
     re.I)
 """An answer that points at a tool's output instead of stating it ("the result is shown in the tool response")."""
@@ -180,18 +182,19 @@ class AnswerChecks:
         if self.loop.retry_after_error and failed and not statuses & {"ok", "denied"}:
             names = ", ".join(dict.fromkeys(c.call.name for c in failed))
             yield ("failed_call", f"the final answer came right after failed tool calls ({names})",
-                   failed_call_request(failed), talks_of_failure(answer))
+                   failed_call_request(failed), talks_of_failure(answer) and not asks_user(answer))
         announced = announced_tool(thought, tool_names) if not previous_calls else None
         if announced is not None:
             yield ("announced_call", f"the answer's reasoning announces a call of {announced}, but no tool was called",
                    announced_call_request(announced), True)
         if not previous_calls and tool_names and says_data_missing(answer):
-            named = tools_named_in(answer, tool_names)
+            named = [] if asks_user(answer) else tools_named_in(answer, tool_names)
             yield ("no_tool_tried", "the answer says the information it needs is missing, but no tool was called",
                    no_tool_tried_request(tool_names, named), bool(named))
-        if not previous_calls and tool_names and works_by_hand(answer):
+        computing = [n for n in tool_names if _COMPUTES.search(n)]
+        if not previous_calls and computing and works_by_hand(answer):
             yield ("worked_by_hand", "the answer works a formula out by hand, but no tool was called",
-                   worked_by_hand_request(tool_names), True)
+                   worked_by_hand_request(computing), True)
         if previous_calls and points_at_tools(answer):
             yield ("points_at_tools", "the answer points at the tool output instead of stating the result",
                    POINTS_AT_TOOLS_REQUEST, False)
@@ -248,13 +251,35 @@ def works_by_hand(answer: str) -> bool:
     return _BY_HAND.search(answer[:SCAN_CHARS]) is not None
 
 
+GENERIC_WORDS = frozenset(
+    "get set put add list lists read write delete remove search find query run make create update tool tools info "
+    "lookup look fetch load save send file files data text item items value values name names note notes record "
+    "records entry entries object objects page pages user users request api the and for".split())
+"""Words of tool names that name no particular information (``read_file``, ``get_weather``: "file" and "get" say
+nothing of what is missing), so :func:`tools_named_in` ignores them."""
+
+_ASKS_USER = re.compile(r"\?|\b(?:please\s+(?:provide|tell|give|specify|share|let\s+me\s+know)|could\s+you|can\s+you"
+                        r"|let\s+me\s+know|tell\s+me)\b", re.I)
+
+_COMPUTES = re.compile(r"calc|math|comput|eval|arith|python|formula", re.I)
+"""Tool names of tools that compute (a calculator, a Python tool): the only ones ``worked_by_hand`` asks for."""
+
+
+def asks_user(answer: str) -> bool:
+    """True when ``answer`` asks the user something ("Which city?", "Please provide the file name"): such an answer
+    is never made to call a tool instead."""
+    return _ASKS_USER.search(answer[:SCAN_CHARS]) is not None
+
+
 def tools_named_in(answer: str, tool_names: Sequence[str]) -> list[str]:
-    """The offered tools a word of whose name (split at ``_`` and ``-``, three letters or more) ``answer`` uses as a
-    whole word: "I need to know the price" names ``item_price``; in the order offered."""
+    """The offered tools a word of whose name (split at ``_`` and ``-``, three letters or more, not one of
+    :data:`GENERIC_WORDS`) ``answer`` uses as a whole word: "I need to know the price" names ``item_price``; in
+    the order offered."""
     words = set(re.findall(r"[a-z0-9]+", answer[:SCAN_CHARS].lower()))
     words |= {w[:-1] for w in words if w.endswith("s")}  # "prices" names item_price
     return [name for name in tool_names
-            if any(len(part) >= 3 and part in words for part in re.split(r"[_\-]+", name.lower()))]
+            if any(len(part) >= 3 and part not in GENERIC_WORDS and part in words
+                   for part in re.split(r"[_\-]+", name.lower()))]
 
 
 def no_tool_tried_request(tool_names: Sequence[str], named: Sequence[str] = ()) -> str:

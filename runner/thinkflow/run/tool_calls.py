@@ -137,13 +137,19 @@ def did_you_mean_values(arguments: object, error: str) -> str:
     return f"\ndid you mean {', '.join(hints)}?" if hints else ""
 
 
-def nested_call_hint(call: ToolCall, tool_names: Sequence[str]) -> str:
+def nested_call_hint(call: ToolCall, tool_names: Sequence[str], *, limit: int = 4000,
+                     max_arguments: int = 20) -> str:
     """The line appended to a failed call's error when one of its string arguments calls another offered tool
     (``calculator("8 * item_price('gadget')")``, which a small model writes): that tool is called on its own,
-    first. ``""`` otherwise."""
-    texts = [v for v in call.arguments.values() if isinstance(v, str)] if isinstance(call.arguments, dict) else []
-    nested = [name for name in tool_names if name != call.name
-              and any(re.search(rf"(?<![\w.]){re.escape(name)}\s*\(", text[:4000]) for text in texts)]
+    first. ``""`` otherwise. One pass per argument over the first ``limit`` characters of at most
+    ``max_arguments`` arguments."""
+    others = [name for name in tool_names if name != call.name]
+    if not others or not isinstance(call.arguments, dict):
+        return ""
+    pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(others, key=len, reverse=True)))
+                         + r")\s*\(")
+    texts = [v for v in call.arguments.values() if isinstance(v, str)][:max_arguments]
+    nested = list(dict.fromkeys(m.group(1) for text in texts for m in pattern.finditer(text[:limit])))
     if not nested:
         return ""
     return (f"\n{', '.join(nested)} {'is a tool' if len(nested) == 1 else 'are tools'} of its own, not part of "

@@ -364,8 +364,7 @@ class _Run(RunBase, MemorySteps, StyleSteps):
         step.admitted = len(admission.admitted)
         started = time.monotonic()
         try:
-            earlier = [c for s in self.steps if s is not step and not s.discarded for c in s.calls]
-            ran = execute_calls(self.toolbox, action.calls, admission.admitted, earlier)
+            ran = execute_calls(self.toolbox, action.calls, admission.admitted, self.steps)  # finished steps only
         finally:
             self.tool_seconds += time.monotonic() - started
         for i, call in enumerate(action.calls):

@@ -19,7 +19,7 @@ from thinkflow.reply.react_text import before_observation
 from thinkflow.run.collaborators import Toolbox
 from thinkflow.run.limits import Budget, RepetitionDetector
 from thinkflow.run.outcome import Outcome
-from thinkflow.run.step import PARTIAL_OBSERVATION_CHARS, CallOutcome
+from thinkflow.run.step import PARTIAL_OBSERVATION_CHARS, CallOutcome, Step
 from thinkflow.text import cut_middle, suggested_values
 
 MAX_PARALLEL_TOOLS = 8
@@ -91,13 +91,13 @@ def admit_calls(action: ToolAction, *, toolbox: Toolbox, repetition: RepetitionD
 
 
 def execute_calls(toolbox: Toolbox, calls: Sequence[ToolCall], admitted: Sequence[int],
-                  earlier: Sequence[CallOutcome] = ()) -> dict[int, CallOutcome]:
+                  earlier: Sequence[Step] = ()) -> dict[int, CallOutcome]:
     """Run ``calls[i]`` for each ``i`` in ``admitted`` through ``toolbox``; returns their outcomes (``ran=True``) by
     call index. A tool layer that raises becomes an "error" observation; a failed call's error that quotes a value
     close to an argument it gave gets a "did you mean" line (:func:`did_you_mean_values`), and one whose arguments
     call another tool a line saying so (:func:`nested_call_hint`), and one whose arguments name a field that an
-    ``earlier`` result of the run holds the value of (:func:`field_value_hint`). Several parallel-safe
-    calls run in up to :data:`MAX_PARALLEL_TOOLS` threads.
+    ``earlier`` step's result holds the value of (:func:`field_value_hint`; read only when a call failed). Several
+    parallel-safe calls run in up to :data:`MAX_PARALLEL_TOOLS` threads.
     Ctrl-C while they run kills every process the tools started (:func:`~thinkflow.tools.process.terminate_all`)
     and re-raises."""
     def one(i: int) -> CallOutcome:
@@ -110,7 +110,7 @@ def execute_calls(toolbox: Toolbox, calls: Sequence[ToolCall], admitted: Sequenc
         text = result.text if result.text.strip() else "(no output)"
         if result.status in ("error", "invalid"):
             text += (did_you_mean_values(call.arguments, text) + nested_call_hint(call, toolbox.names())
-                     + field_value_hint(call, earlier))
+                     + field_value_hint(call, [c for s in earlier if not s.discarded for c in s.calls]))
         return CallOutcome(call, result.status, text, dict(result.data), ran=True)
 
     parallel = len(admitted) > 1 and all(toolbox.parallel_safe(calls[i].name) for i in admitted)

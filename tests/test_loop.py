@@ -843,6 +843,95 @@ def test_an_answer_after_a_tool_call_may_say_what_the_tool_could_not_find(openai
     assert not [e for e in events if e.type == "warning"]  # no_tool_tried looks only at runs without a call
 
 
+def test_a_value_the_question_names_and_no_call_used_is_sent_back(openai_server, tmp_path):
+    """Suite ``csv-west-mouse-units``: the call filtered the region only, and the answer claimed the product."""
+    from thinkflow.run.answer_checks import unused_value_review
+
+    (tmp_path / "sales.csv").write_text("region,product,units\nWest,Mouse,3\nWest,Laptop,5\nEast,Mouse,7\n")
+    west = {"path": "sales.csv", "column": "units", "region": "West"}
+    openai_server.push(tool_calls([("query_data", west, "c1")]), text("8 units of Mouse were sold in the West."),
+                       tool_calls([("query_data", {**west, "product": "Mouse"}, "c2")]), text("3 units."))
+    spec = make_spec(openai_server, tmp_path, tools=("query_data",))
+    spec = AgentSpec(**{**spec.__dict__, "prompt": PromptSpec(text="The data is in `sales.csv`.")})
+    result, events = go(spec, "How many units of mouse were sold in the West region?", tmp_path)
+    assert (result.answer, result.steps, result.tool_calls) == ("3 units.", 4, 2)
+    assert [(e.code, e.step) for e in events if e.type == "warning"] == [("unused_value", 2)]
+    request = openai_server.requests[2]["messages"][-1]
+    assert request == {"role": "user", "content": unused_value_review("query_data", "product", "Mouse")[2]}
+    assert "product='Mouse'" in request["content"]
+    tool_results = [m["content"] for m in openai_server.requests[3]["messages"] if m["role"] == "tool"]
+    assert tool_results[-1].split()[-1] == "3"  # the second call's result: West and Mouse only
+
+
+PARAMS = {"query_data": {"type": "object", "properties": {
+    "group_by": {"type": "string", "enum": ["region", "product", "month"]},
+    "agg": {"type": "string", "enum": ["sum", "mean", "count"]},
+    "region": {"type": "string", "enum": ["all", "East", "West"]},
+    "product": {"type": "string", "enum": ["all", "Mouse", "Docking Station", "Laptop"]},
+    "filter": {"type": "string"}}}, "weather": {"type": "object", "properties": {"city": {"type": "string"}}}}
+
+
+@pytest.mark.parametrize("question, calls, found", [
+    ("Units of Mouse in the West?", [{"region": "West"}], [("query_data", "product", "Mouse")]),
+    ("Units of Mouse in the West?", [{"region": "West", "product": "mouse"}], []),  # any case
+    ("Units of Mouse in the West?", [{"region": "West", "filter": "product == Mouse"}], []),  # in the filter
+    ("Sales of docking station by month", [{"group_by": "month"}], [("query_data", "product", "Docking Station")]),
+    ("Which sold more, Mouse or Laptop?", [{"group_by": "product"}], []),  # two values: a comparison
+    ("Mouse sales per product", [{"group_by": "product"}], []),  # grouped by the parameter
+    ("The sum per month for all regions", [{"group_by": "month"}], []),  # lower-case values are keywords
+    ("Units of Mousepad?", [{}], []),  # whole words only
+    ("Weather in the West?", [], []),  # query_data was not called
+    ("Sales of Mouse or Laptop?", [{"product": "Mouse"}], [("query_data", "product", "Laptop")]),  # joined
+])
+def test_unused_values_reads_enum_values_of_the_question(question, calls, found):
+    from thinkflow.model.messages import ToolCall
+    from thinkflow.run.answer_checks import unused_values
+    from thinkflow.run.step import CallOutcome
+
+    outcomes = [CallOutcome(ToolCall(f"c{i}", "query_data", args), "ok", "1") for i, args in enumerate(calls)]
+    outcomes.append(CallOutcome(ToolCall("w", "weather", {"city": "West"}), "ok", "3 C"))
+    assert unused_values(question, outcomes, PARAMS) == found
+    failed = [CallOutcome(ToolCall("c", "query_data", {"product": "Mouse"}), "error", "no")]
+    assert unused_values("Units of Mouse?", failed, PARAMS) == []  # only ok calls count, and there is none
+
+
+@pytest.mark.parametrize("question, city, siblings", [
+    ("What is the temperature in Oslo and in Bergen right now?", "Oslo", [("city", "Bergen")]),
+    ("What is the temperature in Oslo and in Bergen right now?", "bergen", [("city", "Oslo")]),
+    ("weather in oslo and bergen?", "oslo", [("city", "bergen")]),
+    ("Compare New York, Los Angeles and San Diego", "Los Angeles", [("city", "San Diego"), ("city", "New York")]),
+    ("Weather in Paris, France", "Paris", [("city", "France")]),  # a sibling by form: one send-back at most
+    ("weather in oslo and then tell me a joke", "oslo", []),  # lower case: only a word that ends a clause
+    ("Is it warm in Oslo today?", "Oslo", []),
+    ("Oslo vs. Bergen: which is colder?", "Oslo", [("city", "Bergen")]),
+    ("Read a.txt and b.txt.", "a.txt", [("city", "b.txt")]),  # a file name: dots inside, not at the end
+    ("Read a.txt and b.txt. Then stop", "b.txt", [("city", "a.txt")]),
+])
+def test_values_joined_to_a_called_value_are_its_siblings(question, city, siblings):
+    from thinkflow.model.messages import ToolCall
+    from thinkflow.run.answer_checks import _siblings
+
+    assert _siblings(question, [ToolCall("c1", "weather", {"city": city, "units": "metric"})]) == siblings
+
+
+def test_an_answer_for_two_files_after_a_call_for_one_is_sent_back(openai_server, tmp_path):
+    """Suite ``http-two-cities``: one call for Oslo, then an answer with a temperature for Bergen from nowhere."""
+    from thinkflow.run.answer_checks import unused_value_review
+
+    (tmp_path / "notes.txt").write_text("buy milk")
+    (tmp_path / "todo.txt").write_text("call mum")
+    openai_server.push(tool_calls([("read_file", {"path": "notes.txt"}, "c1")]),
+                       text("notes.txt: buy milk; todo.txt: nothing."),
+                       tool_calls([("read_file", {"path": "todo.txt"}, "c2")]), text("buy milk; call mum"))
+    spec = make_spec(openai_server, tmp_path, tools=("read_file",))
+    result, events = go(spec, "What is written in notes.txt and todo.txt?", tmp_path)
+    assert (result.answer, result.tool_calls) == ("buy milk; call mum", 2)
+    assert [(e.code, e.step) for e in events if e.type == "warning"] == [("unused_value", 2)]
+    assert openai_server.requests[2]["messages"][-1]["content"] == unused_value_review("read_file", "path",
+                                                                                      "todo.txt")[2]
+    assert openai_server.requests[3]["messages"][-1]["content"] == "call mum"
+
+
 def test_an_answer_pointing_at_the_tool_output_is_sent_back_once(openai_server, tmp_path):
     openai_server.push(tool_calls([("calculator", {"expression": "2*21"}, "c1")]),
                        text("I used the calculator. The result is shown in the tool response."),

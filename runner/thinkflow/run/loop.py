@@ -335,9 +335,12 @@ class _Run(RunBase, MemorySteps, StyleSteps):
         """True when ``answer`` fails one of the run's :class:`~thinkflow.run.answer_checks.AnswerChecks` and is
         sent back to the model; a failed check that already sent one back only warns."""
         previous = next((s.calls for s in reversed(self.steps) if s.calls and not s.discarded), [])
+        params = {n: p for n, p in self._tool_schemas().items() if not is_final_name(n)}
         review = self.answer_checks.review(answer, reply, previous, self.written,
                                            last_step=step.number >= self.max_steps, thought=step.thought,
-                                           tool_names=[n for n in self._tool_schemas() if not is_final_name(n)])
+                                           tool_names=list(params), question=self.task,
+                                           run_calls=[c for s in self.steps if not s.discarded for c in s.calls],
+                                           tool_params=params)
         if review is None:
             return False
         if review.request is None:

@@ -9,9 +9,11 @@ Usage (from the repository root)::
 What is measured (all offline, real ChromaDB in a temporary directory, the packaged all-MiniLM-L6-v2 on CPU):
 
 1. Embedding throughput: sentences per second embedding synthetic sentences in batches of 64, and the latency of
-   embedding one query.
-2. Write and recall latency at each size (recall with ``query_threads: 1``, the default, with torch's default threads,
-   and a bare Chroma query of the same collection with a ready embedding, interleaved per probe): the collection is first filled in bulk (the filler's embeddings are
+   embedding one query, on each backend (``THINKFLOW_EMBEDDING_BACKEND``'s default, ``auto``: ONNX Runtime for the
+   packaged model; and torch), the single queries interleaved.
+2. Write and recall latency at each size (interleaved per probe: recall on the default backend with
+   ``query_threads: 1``, the default; on torch with 1 thread; on torch with torch's default threads; and a bare
+   Chroma query of the same collection with a ready embedding): the collection is first filled in bulk (the filler's embeddings are
    precomputed and cached in ``bench/.work/``; see ``filler`` in the JSON), then ``--probes`` single
    ``LongTermMemory.remember()`` calls and ``--probes`` ``LongTermMemory.recall(k=5)`` calls are timed end to end
    (embedding + Chroma). Median and p95 in milliseconds.
@@ -191,29 +193,41 @@ def bench_size(size: int, probes: int, base_vectors: Any, base_sentences: list[s
             t = time.perf_counter()
             memory.remember(text, {"kind": "probe"})
             writes.append(time.perf_counter() - t)
-        default_threads = {"query_threads": None}
+        default_embedder = memory.embedder  # the default backend (auto), query_threads 1
+        torch_1 = Embedder(backend="torch", query_threads=1)
+        torch_default = Embedder(backend="torch", query_threads=None)
+        torch_1.embed(["warm up"])
         bare: list[float] = []
+        recalls_torch: list[float] = []
         recalls_default: list[float] = []
-        for i in range(probes):  # the three ways interleaved, so a slow spell of the machine hits each alike
+        same_top = 0
+        for i in range(probes):  # the four ways interleaved, so a slow spell of the machine hits each alike
             query = f"Who {rng.choice(VERBS)} the {rng.choice(ADJS)} {rng.choice(NOUNS)} in {rng.choice(PLACES)}?"
-            memory.embedder.query_threads = 1
+            memory.embedder = default_embedder
             t = time.perf_counter()
             hits = memory.recall(query, k=5)
             recalls.append(time.perf_counter() - t)
             assert len(hits) == 5
-            memory.embedder.query_threads = default_threads["query_threads"]
+            memory.embedder = torch_1
+            t = time.perf_counter()
+            torch_hits = memory.recall(query, k=5)
+            recalls_torch.append(time.perf_counter() - t)
+            same_top += [h.id for h in hits] == [h.id for h in torch_hits]
+            memory.embedder = torch_default
             t = time.perf_counter()
             memory.recall(query, k=5)
             recalls_default.append(time.perf_counter() - t)
-            vector = memory.embedder.embed([query])  # untimed: the bare query gets its embedding for free
+            vector = default_embedder.embed([query])  # untimed: the bare query gets its embedding for free
             t = time.perf_counter()
             memory.collection.query(query_embeddings=vector, n_results=5,
                                     include=["documents", "metadatas", "distances"])
             bare.append(time.perf_counter() - t)
-        memory.embedder.query_threads = 1
+        memory.embedder = default_embedder
         count = memory.count()
-    return {"size": size, "count_after": count, **info, "write": ms(writes), "recall": ms(recalls),
-            "recall_torch_default_threads": ms(recalls_default), "bare_chroma_query": ms(bare)}
+    return {"size": size, "count_after": count, **info, "write": ms(writes), "recall_backend": default_embedder.backend,
+            "recall": ms(recalls), "recall_torch": ms(recalls_torch),
+            "recall_torch_default_threads": ms(recalls_default), "bare_chroma_query": ms(bare),
+            "same_top5_as_torch": f"{same_top}/{probes}"}
 
 
 def bench_recall_quality(people: int, facts_per_person: int, store: Path) -> dict[str, Any]:
@@ -261,24 +275,38 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     results: dict[str, Any] = {"benchmark": "memory", "tiny": args.tiny, "command": " ".join(sys.argv), "machine": machine(),
                                 "loadavg_start": loadavg(), "embedding_model": "all-MiniLM-L6-v2 (packaged, CPU)"}
-    embedder = Embedder()
+    from thinkflow.memory import embeddings
+
+    embedder = Embedder()  # the default backend (auto)
+    torch_embedder = Embedder(backend="torch")
     t = time.perf_counter()
     embedder.embed(["warm up"])
-    results["model_load_s"] = round(time.perf_counter() - t, 2)
+    results["model_load_s"] = round(time.perf_counter() - t, 2)  # includes the ONNX export on a machine's first run
+    results["backend"] = embedder.backend
+    results["backend_fallback_reason"] = embeddings.fallback_reason
+    t = time.perf_counter()
+    torch_embedder.embed(["warm up"])
+    results["torch_model_load_s"] = round(time.perf_counter() - t, 2)
 
     sentences = filler_sentences(n_tp, seed=99)
-    t = time.perf_counter()
-    embedder.embed(sentences)
-    tp_s = time.perf_counter() - t
-    singles = []
-    for q in sentences[:20]:
+    results["embedding"] = {}
+    for name, which in (("default", embedder), ("torch", torch_embedder)):
         t = time.perf_counter()
-        embedder.embed([q])
-        singles.append(time.perf_counter() - t)
-    results["embedding"] = {"sentences": n_tp, "batch_size": embedder.batch_size,
-                            "sentences_per_s": round(n_tp / tp_s, 1), "single_query": ms(singles)}
-    print(f"embedding: {results['embedding']['sentences_per_s']} sentences/s; one query "
-          f"{results['embedding']['single_query']['median_ms']} ms", flush=True)
+        which.embed(sentences)
+        tp_s = time.perf_counter() - t
+        results["embedding"][name] = {"backend": which.backend, "sentences": n_tp, "batch_size": which.batch_size,
+                                      "sentences_per_s": round(n_tp / tp_s, 1)}
+    singles: dict[str, list[float]] = {"default": [], "torch": []}
+    for q in sentences[:40]:  # one query at a time, the two backends interleaved
+        for name, which in (("default", embedder), ("torch", torch_embedder)):
+            t = time.perf_counter()
+            which.embed([q])
+            singles[name].append(time.perf_counter() - t)
+    for name in singles:
+        results["embedding"][name]["single_query"] = ms(singles[name])
+        e = results["embedding"][name]
+        print(f"embedding on {e['backend']}: {e['sentences_per_s']} sentences/s; one query "
+              f"{e['single_query']['median_ms']} ms median, p95 {e['single_query']['p95_ms']} ms", flush=True)
 
     store = Path(tempfile.mkdtemp(prefix="thinkflow-bench-memory-"))
     try:
@@ -295,8 +323,9 @@ def main(argv: list[str] | None = None) -> int:
             row["total_s"] = round(time.perf_counter() - t, 1)
             results["sizes"].append(row)
             print(f"size {size}: write median {row['write']['median_ms']} ms p95 {row['write']['p95_ms']} ms; "
-                  f"recall median {row['recall']['median_ms']} ms p95 {row['recall']['p95_ms']} ms ({row['total_s']} s)",
-                  flush=True)
+                  f"recall on {row['recall_backend']} median {row['recall']['median_ms']} ms p95 {row['recall']['p95_ms']} ms, "
+                  f"on torch median {row['recall_torch']['median_ms']} ms p95 {row['recall_torch']['p95_ms']} ms "
+                  f"({row['total_s']} s)", flush=True)
         results["recall_quality"] = bench_recall_quality(people, FACTS_PER_PERSON, store)
     finally:
         shutil.rmtree(store, ignore_errors=True)
@@ -314,17 +343,20 @@ def print_table(results: dict[str, Any]) -> None:
     from rich.table import Table
 
     console = Console()
-    e = results["embedding"]
     console.print(f"[bold]Memory benchmark[/bold] on {results['machine']['cpu']} ({results['machine']['cores']} cores), "
                   f"load {results['loadavg_start']} -> {results['loadavg_end']}")
-    console.print(f"embedding throughput: {e['sentences_per_s']} sentences/s (batch {e['batch_size']}); "
-                  f"one query {e['single_query']['median_ms']} ms median")
-    table = Table("memories", "fill (items/s)", "write median", "write p95", "recall median", "recall p95",
-                  "recall p95, torch threads", "bare Chroma query p95")
-    for row in results["sizes"]:
+    for e in results["embedding"].values():
+        console.print(f"embedding on {e['backend']}: {e['sentences_per_s']} sentences/s (batch {e['batch_size']}); "
+                      f"one query {e['single_query']['median_ms']} ms median, {e['single_query']['p95_ms']} ms p95")
+    table = Table("memories", "fill (items/s)", "write median", "write p95", "recall on", "recall median",
+                  "recall p95", "bare Chroma p95", "top 5 as torch")
+    for row in results["sizes"]:  # a row per backend, measured interleaved
         table.add_row(f"{row['size']:,}", str(row["fill_items_per_s"]), f"{row['write']['median_ms']} ms",
-                      f"{row['write']['p95_ms']} ms", f"{row['recall']['median_ms']} ms", f"{row['recall']['p95_ms']} ms",
-                      f"{row['recall_torch_default_threads']['p95_ms']} ms", f"{row['bare_chroma_query']['p95_ms']} ms")
+                      f"{row['write']['p95_ms']} ms", f"{row['recall_backend']}, 1 thread",
+                      f"{row['recall']['median_ms']} ms", f"{row['recall']['p95_ms']} ms",
+                      f"{row['bare_chroma_query']['p95_ms']} ms", row["same_top5_as_torch"])
+        for label, key in (("torch, 1 thread", "recall_torch"), ("torch, its threads", "recall_torch_default_threads")):
+            table.add_row("", "", "", "", label, f"{row[key]['median_ms']} ms", f"{row[key]['p95_ms']} ms", "", "")
     console.print(table)
     q = results["recall_quality"]
     quality = Table("method", f"recall@5 ({q['questions']} questions, {q['facts']} facts)")

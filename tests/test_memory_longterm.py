@@ -301,10 +301,12 @@ def test_missing_reranker_model_is_a_clear_error(tmp_path):
 
 @pytest.mark.slow
 def test_recall_embeds_with_query_threads_and_needs_no_count(spec, monkeypatch):
+    """On torch (the ONNX Runtime counterpart is in tests/test_memory_onnx.py)."""
     import dataclasses
 
     import torch
 
+    monkeypatch.setenv("THINKFLOW_EMBEDDING_BACKEND", "torch")
     memory = LongTermMemory.open(dataclasses.replace(spec, query_threads=1))
     memory.remember_many([(f, {"kind": "user_fact"}) for f in FACTS])
     seen: list[int] = []

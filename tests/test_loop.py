@@ -571,6 +571,8 @@ def test_an_answer_announcing_a_call_it_did_not_make_is_sent_back_and_the_next_r
     assert [(e.code, e.step) for e in events if e.type == "warning"] == [("announced_call", 1)]
     requests = openai_server.requests
     assert requests[1]["messages"][-1] == {"role": "user", "content": announced_call_request("calculator")}
+    assert requests[1]["messages"][-2] == {"role": "user", "content": "2 times 21?"}  # the invented 41 is gone
+    assert "41" not in json.dumps(requests[2]["messages"])
     assert _offered_actions(requests[0]) == ["final_answer", "calculator"]
     assert _offered_actions(requests[1]) == ["calculator"]  # the reply after the send-back must call
     assert _offered_actions(requests[2]) == ["final_answer", "calculator"]  # for that one step only
@@ -858,6 +860,8 @@ def test_a_value_the_question_names_and_no_call_used_is_sent_back(openai_server,
     assert [(e.code, e.step) for e in events if e.type == "warning"] == [("unused_value", 2)]
     request = openai_server.requests[2]["messages"][-1]
     assert request == {"role": "user", "content": unused_value_review("query_data", "product", "Mouse")[2]}
+    assert openai_server.requests[2]["messages"][-2]["role"] == "tool"  # the answer "8 units of Mouse" is gone
+    assert "8 units" not in json.dumps(openai_server.requests[3]["messages"])
     assert "product='Mouse'" in request["content"]
     tool_results = [m["content"] for m in openai_server.requests[3]["messages"] if m["role"] == "tool"]
     assert tool_results[-1].split()[-1] == "3"  # the second call's result: West and Mouse only
@@ -938,6 +942,7 @@ def test_an_answer_pointing_at_the_tool_output_is_sent_back_once(openai_server, 
                        text("See the tool output above."))
     result, events = go(make_spec(openai_server, tmp_path), "2 times 21?", tmp_path)
     assert (result.status, result.answer, result.steps) == ("completed", "See the tool output above.", 3)
+    assert openai_server.requests[2]["messages"][-2]["content"].startswith("I used the calculator")  # it stays
     assert [(e.code, e.step) for e in events if e.type == "warning"] == [
         ("points_at_tools", 2), ("points_at_tools", 3)]  # sent back at step 2, taken with a warning at step 3
     assert openai_server.requests[2]["messages"][-1] == {"role": "user", "content": POINTS_AT_TOOLS_REQUEST}

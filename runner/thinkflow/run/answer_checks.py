@@ -74,6 +74,9 @@ two problems it has."""
 FAILED = ("error", "invalid", "timeout")
 """Call statuses that make an answer straight after them a ``failed_call``."""
 
+INVENTED = frozenset({"announced_call", "unused_value"})
+"""Checks whose rejected answer is taken out of the conversation (:attr:`Review.invented`)."""
+
 ERROR_CHARS = 600
 """Each repeated tool error is cut to this many characters."""
 
@@ -136,6 +139,15 @@ class Review:
     problem: str
     request: str | None
     needs_call: bool = False
+
+    @property
+    def invented(self) -> bool:
+        """The answer states values no tool gave (``announced_call``: no call was made; ``unused_value``: not for
+        the value the question names): the loop takes it out of the conversation before sending the request, since
+        a small model copies its own earlier answer word for word, invented values included, even after the calls
+        that give the real ones (suite ``http-two-cities``, run 11: "Bergen is 12 °C" from the announced-call
+        answer, after a call had returned 4)."""
+        return self.code in INVENTED
 
 
 @dataclass

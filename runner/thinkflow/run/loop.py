@@ -348,6 +348,8 @@ class _Run(RunBase, MemorySteps, StyleSteps):
             return False
         step.error = review.problem
         self.emit(ev.RunWarning(f"{review.problem}; sent back to the model", code=review.code, step=step.number))
+        if review.invented and self.messages and self.messages[-1].role == "assistant":
+            self.messages.pop()  # the rejected answer's invented values would be copied into the next one
         self.messages.append(Message("user", review.request))
         self.call_required = review.needs_call
         if self.call_required and self.style == "native" and self.loop_spec.style == "auto" and json_schema_supported(self.client):

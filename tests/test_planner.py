@@ -300,3 +300,23 @@ def test_cli_run_uses_the_planner_when_enabled(openai_server, tmp_path, monkeypa
     types = [e["type"] for e in read_trace(out["trace"])]
     assert types[:4] == ["run_started", "model_request", "model_replied", "plan_created"]
     assert types.count("run_started") == 1 and types.count("run_finished") == 1
+
+
+def test_a_step_run_checks_its_answer_against_the_step_not_the_whole_task(openai_server, tmp_path):
+    """A plan step that does one of two listed things is not sent back for the other (its question is the step's
+    instruction, not the composed message that quotes the whole task)."""
+    import dataclasses
+
+    (tmp_path / "a.txt").write_text("alpha")
+    (tmp_path / "b.txt").write_text("beta")
+    openai_server.push(
+        text(plan(("Read a.txt", ["read_file"]), ("Read b.txt", ["read_file"]))),
+        tool_calls([("read_file", {"path": "a.txt"}, "c1")]), text("alpha"),
+        tool_calls([("read_file", {"path": "b.txt"}, "c2")]), text("beta"),
+        text("a.txt holds alpha and b.txt holds beta."),
+    )
+    spec = dataclasses.replace(make_spec(openai_server, tmp_path), tools=(ToolRef("read_file"),))
+    result, events = go(spec, "What do a.txt and b.txt hold?", tmp_path)
+    assert (result.status, result.answer) == ("completed", "a.txt holds alpha and b.txt holds beta.")
+    assert [e.code for e in events if e.type == "warning"] == []
+    assert len(openai_server.requests) == 6  # no step was sent back

@@ -340,3 +340,29 @@ def test_a_field_value_hint_names_a_key_the_earlier_result_holds(expression, res
         if hint:
             key = hint[1:].split(" is ", 1)[0]
             assert json.dumps(key)[1:-1] in observation or key in observation
+
+
+json_value = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=30),
+                          lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                        max_size=4), max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(question=st.text(max_size=300) | st.lists(st.sampled_from(["Oslo", "and", "Bergen", ",", "or", "vs.", "a.txt",
+                                                                   "Mouse", "in", ".", " ", "\n"]),
+                                                  max_size=60).map(" ".join),
+       arguments=st.dictionaries(st.text(max_size=8) | st.sampled_from(["city", "path", "product"]),
+                                 json_value | st.sampled_from(["Oslo", "a.txt", "Mouse"]), max_size=5),
+       params=st.dictionaries(st.sampled_from(["t", "u"]), json_value | st.just(
+           {"properties": {"product": {"enum": ["all", "Mouse", "Laptop", 3, None]}, 7: {"enum": "x"}}}), max_size=2))
+def test_unused_values_takes_any_question_arguments_and_schema(question, arguments, params):
+    """The unused_value check reads what the model and the tool schemas hold, whatever that is: it never raises,
+    and every value it names is one the question holds."""
+    from thinkflow.model.messages import ToolCall
+    from thinkflow.run.question_values import unused_values
+    from thinkflow.run.step import CallOutcome
+
+    calls = [CallOutcome(ToolCall("c1", name, arguments), "ok", "") for name in ("t", "u")]
+    for tool, param, value in unused_values(question, calls, params):
+        assert tool in ("t", "u") and isinstance(param, str)
+        assert value.lower() in question.lower()

@@ -34,16 +34,13 @@ The checks, in order:
   the second tool response") instead of stating it; the user sees only the final answer. Always on (suite run 7:
   ``csv-worst-quarter``).
 - ``missing_files`` / ``unnamed_files`` (``loop.check_answer_files``): see :mod:`thinkflow.run.answer_files`.
-- ``unused_value``: tools were called, and the question names one value of a called tool's enum parameter (the
-  product "Mouse" of ``query_data``'s ``product``) that no successful call of that tool used, in that parameter
-  or in any other string argument (a ``filter``): the answer came from a result that ignored part of the question.
-  The request names the argument to add. Values written in lower case only in the schema (``sum``, ``month``)
-  are keywords, not data, and are never read from the question; a parameter the question names two or more values
-  of (a comparison) or that a call grouped by (an argument whose value is the parameter's name, ``group_by:
-  product``) is covered. Always on (suite runs 9 and 10: ``csv-west-mouse-units`` filtered the region only and
-  answered "503 units of Mouse"). The same holds for a value the question joins to one a call used ("the
-  temperature in Oslo and in Bergen" after a call with ``city: "Oslo"`` alone: suite ``http-two-cities``
-  answered Bergen from nowhere), for any string parameter.
+- ``unused_value``: tools were called, and the question names a value that no successful call of the tool it
+  belongs to used: a value of the tool's enum parameter (the product "Mouse" of ``query_data``'s ``product``:
+  suite ``csv-west-mouse-units`` filtered the region only and answered "503 units of Mouse"), or a value the
+  question lists with one a call used ("in Oslo and in Bergen" after a call for Oslo alone: suite
+  ``http-two-cities`` answered Bergen from nowhere). The request names the argument to add and needs a call. See
+  :mod:`thinkflow.run.question_values` for what counts. Always on; not sent when the run's tool-call budget is
+  spent.
 
 The text checks (``announced_call``, ``no_tool_tried``, ``worked_by_hand``, ``points_at_tools``) read English phrasing only and look at
 the first :data:`SCAN_CHARS` characters of the text, so a long reply costs no more than a short one.
@@ -61,6 +58,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from thinkflow.config.spec import LoopSpec
 from thinkflow.model.messages import ModelReply
 from thinkflow.run.answer_files import missing_files, missing_files_request, unnamed_files, unnamed_files_request
+from thinkflow.run.question_values import unused_value_review, unused_values
 from thinkflow.run.step import CallOutcome
 from thinkflow.text import cut_middle
 
@@ -237,86 +235,6 @@ class AnswerChecks:
         if unnamed:
             yield ("unnamed_files", f"the final answer does not name the files the run wrote: {', '.join(unnamed)}",
                    unnamed_files_request(unnamed), False)
-
-
-def unused_values(question: str, calls: Sequence[CallOutcome],
-                  tool_params: Mapping[str, Mapping[str, Any] | None]) -> list[tuple[str, str, str]]:
-    """``(tool, parameter, value)`` for each string ``enum`` value of a called tool's parameter that ``question``
-    names as a whole word (any case) and that no ``ok`` call of that tool used (see ``unused_value`` in the module
-    docstring), in the order of the tools' first calls and their schemas' properties.
-
-    Args:
-        question: the user's task.
-        calls: the run's tool call outcomes (only ``ok`` ones count as having used a value).
-        tool_params: tool name -> its parameters schema (``{"properties": {name: {"enum": [...]}}}``).
-    """
-    text = question[:SCAN_CHARS]
-    ok = [c.call for c in calls if c.status == "ok"]
-    found = []
-    for tool in dict.fromkeys(call.name for call in ok):
-        properties = (tool_params.get(tool) or {}).get("properties")
-        if not isinstance(properties, Mapping):
-            continue
-        used = [str(v) for call in ok if call.name == tool for v in call.arguments.values()
-                if isinstance(v, (str, int, float))]
-        for param, schema in properties.items():
-            enum = schema.get("enum") if isinstance(schema, Mapping) else None
-            if not isinstance(enum, list) or any(v.lower() == param.lower() for v in used):
-                continue  # no enum, or a call grouped by this parameter
-            named = [v for v in enum if isinstance(v, str) and v != v.lower() and _names(text, v)]
-            if len(named) == 1 and not any(_names(v, named[0]) for v in used):
-                found.append((tool, param, named[0]))
-        for param, value in _siblings(text, [call for call in ok if call.name == tool]):
-            if not any(_names(v, value) for v in used) and (tool, param, value) not in found:
-                found.append((tool, param, value))
-    return found
-
-
-_JOIN = r"\s*(?:,\s*(?:and\s+|or\s+)?|\s(?:and|or|&|vs\.?|versus)\s+)(?:(?:in|of|for|at|from|to)\s+)?"
-"""What joins two values of the same kind in a question ("Oslo and in Bergen", "Oslo, Bergen", "A or B")."""
-
-
-def _siblings(text: str, calls: Sequence[Any]) -> list[tuple[str, str]]:
-    """``(parameter, value)`` for each value the question joins to a string argument of ``calls`` ("the
-    temperature in Oslo and in Bergen": a call with ``city: "Oslo"`` gives ``("city", "Bergen")``). The sibling is
-    a capitalised word or phrase when the call's value is capitalised in the question, else one word that ends
-    the question or a clause."""
-    out: list[tuple[str, str]] = []
-    for call in calls:
-        for param, value in call.arguments.items():
-            if not isinstance(value, str) or len(value.strip()) < 2 or len(value) > 80:
-                continue
-            for match in re.finditer(rf"(?<!\w){re.escape(value.strip())}(?!\w)", text, re.I):
-                capital = match.group()[:1].isupper()
-                sibling = (r"(?P<s>[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)" if capital
-                           else r"(?P<s>[a-z][\w'./-]*?)(?=[.]*\s*(?:[?!,;]|$)|[.]+\s)")
-                after = re.match(_JOIN + sibling, text[match.end():])
-                before = re.search(sibling.split("(?=")[0] + _JOIN + r"$",
-                                   text[:match.start()])
-                for found in (after, before):
-                    if not found:
-                        continue
-                    words = found.group("s").split()
-                    if found is before and len(words) > 1 and re.search(r"(?:^|[.?!:]\s+)$",
-                                                                         text[:found.start("s")]):
-                        words = words[1:]  # the capital of a sentence's first word: "Compare New York"
-                    if (param, " ".join(words)) not in out:
-                        out.append((param, " ".join(words)))
-    return out
-
-
-def _names(text: str, value: str) -> bool:
-    """True when ``text`` holds ``value`` as a whole word or phrase, in any case."""
-    return re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text, re.I) is not None
-
-
-def unused_value_review(tool: str, param: str, value: str) -> tuple[str, str, str, bool]:
-    """The ``(code, problem, request, needs_call)`` of an ``unused_value`` finding: ``tool``'s calls left out
-    ``param`` = ``value``, which the question names."""
-    return ("unused_value", f"the question names {param} {value!r}, but no {tool} call used it",
-            f"The question names {param} {value!r}, but none of your {tool} calls used it, so the results you "
-            f"answered from do not cover {value!r}. Call {tool} with {param}={value!r} and the other arguments "
-            "the question needs, then answer from the results.", True)
 
 
 def cut_off_request(max_tokens: int | None) -> str:

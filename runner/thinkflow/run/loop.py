@@ -29,6 +29,8 @@ of the run.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import time
 from pathlib import Path
@@ -70,6 +72,7 @@ def run(
     stream: bool | None = None,
     budget: Budget | None = None,
     run_id: str | None = None,
+    question: str | None = None,
 ) -> RunResult:
     """Run ``agent`` (from :func:`thinkflow.agent.build`) on ``task`` until a final answer or a limit.
 
@@ -85,12 +88,14 @@ def run(
         stream: overrides ``loop.stream`` (stream model text as :class:`~thinkflow.run.events.TextDelta` events).
         budget: a parent's budget to share (sub-agents), or None.
         run_id: the run id to use (default: a new one).
+        question: what the answer checks take as the user's question (default ``task``; a planned run gives a
+            step's instruction, not the composed message of the whole plan).
     Returns:
         RunResult. Raises only for a broken setup that no run can survive (a prompt template that does not render:
         PromptError; a trace directory that cannot be written: TraceError) -- after saving what it can.
     """
     return _Run(agent, task, on_event=on_event, session=session, trace_dir=trace_dir, write_trace=write_trace,
-                max_steps=max_steps, stream=stream, budget=budget, run_id=run_id).execute()
+                max_steps=max_steps, stream=stream, budget=budget, run_id=run_id, question=question).execute()
 
 
 class _Run(RunBase, MemorySteps, StyleSteps):
@@ -98,9 +103,10 @@ class _Run(RunBase, MemorySteps, StyleSteps):
 
     def __init__(self, agent: RunnableAgent, task: str, *, on_event: Callable[[ev.Event], None] | None,
                  session: Session | None, trace_dir: str | Path | None, write_trace: bool, max_steps: int | None,
-                 stream: bool | None, budget: Budget | None, run_id: str | None):
+                 stream: bool | None, budget: Budget | None, run_id: str | None, question: str | None = None):
         super().__init__(agent, task, on_event=on_event, session=session, trace_dir=trace_dir,
                          write_trace=write_trace, budget=budget, run_id=run_id)
+        self.question = task if question is None else question
         self.toolbox = agent.toolbox
         self.max_steps = max_steps if max_steps is not None else self.loop_spec.max_steps
         self.stream = self.loop_spec.stream if stream is None else stream
@@ -338,11 +344,13 @@ class _Run(RunBase, MemorySteps, StyleSteps):
         params = {n: p for n, p in self._tool_schemas().items() if not is_final_name(n)}
         review = self.answer_checks.review(answer, reply, previous, self.written,
                                            last_step=step.number >= self.max_steps, thought=step.thought,
-                                           tool_names=list(params), question=self.task,
+                                           tool_names=list(params), question=self.question,
                                            run_calls=[c for s in self.steps if not s.discarded for c in s.calls],
                                            tool_params=params)
         if review is None:
             return False
+        if review.needs_call and self.budget.tool_calls_exceeded():
+            review = dataclasses.replace(review, request=None)  # no call can run: asking for one only costs a step
         if review.request is None:
             self.emit(ev.RunWarning(review.problem, code=review.code, step=step.number))
             return False
@@ -350,12 +358,22 @@ class _Run(RunBase, MemorySteps, StyleSteps):
         self.emit(ev.RunWarning(f"{review.problem}; sent back to the model", code=review.code, step=step.number))
         if review.invented and self.messages and self.messages[-1].role == "assistant":
             self.messages.pop()  # the rejected answer's invented values would be copied into the next one
-        self.messages.append(Message("user", review.request))
+        self._tell(review.request)
         self.call_required = review.needs_call
         if self.call_required and self.style == "native" and self.loop_spec.style == "auto" and json_schema_supported(self.client):
             # native cannot insist on a call (the embedded server ignores tool_choice); json's schema can
             self._switch_style(step.number, "json", f"{review.problem}: the next reply must call a tool")
         return True
+
+    def _tell(self, text: str) -> None:
+        """Send the model ``text`` as a user message; after a user message (a json or react observation, or the
+        task once a rejected answer left the conversation) it joins that one, so roles still alternate (some chat
+        templates refuse two user turns in a row)."""
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last.role == "user" and not last.tool_calls:
+            self.messages[-1] = Message("user", f"{last.content}\n\n{text}")
+        else:
+            self.messages.append(Message("user", text))
 
     # ------------------------------------------------------------------------------------------------ tools
     def _run_tools(self, action: ToolAction, reply: ModelReply, step: Step) -> Outcome | None:

@@ -301,13 +301,15 @@ class _PlannedRun(RunBase):
             spec = dataclasses.replace(spec, loop=dataclasses.replace(spec.loop, timeout=max(remaining, 0.001)))
         return dataclasses.replace(self.agent, spec=spec, long_term=None)
 
-    def _run(self, message: str, run_id: str) -> RunResult | Outcome:
-        """A bounded loop run on ``message``; or the run's ending when a limit is reached before it starts."""
+    def _run(self, message: str, run_id: str, question: str) -> RunResult | Outcome:
+        """A bounded loop run on ``message`` (its answer checks read ``question``); or the run's ending when a limit
+        is reached before it starts."""
         limit = self._limit_reached()
         if limit is not None:
             return limit
         result = loop.run(self._sub_agent(), message, on_event=self._forward, write_trace=False,
-                          max_steps=self.max_steps, stream=self.stream, budget=self.budget, run_id=run_id)
+                          max_steps=self.max_steps, stream=self.stream, budget=self.budget, run_id=run_id,
+                          question=question)
         self.model_calls += result.steps
         self.loop_steps += result.steps
         self.tool_calls += result.tool_calls
@@ -344,7 +346,7 @@ class _PlannedRun(RunBase):
 
     def _step(self, index: int, step: PlanStep, pending: Sequence[PlanStep]) -> PlanStepResult | Outcome:
         self.emit(ev.PlanStepStarted(index=index, instruction=step.instruction, tools=list(step.tools)))
-        result = self._run(self._step_message(index, step, pending), f"{self.run_id}.step{index}")
+        result = self._run(self._step_message(index, step, pending), f"{self.run_id}.step{index}", step.instruction)
         if isinstance(result, Outcome):
             return result
         record = PlanStepResult(index, step, result.status, result.answer, result.error)
@@ -374,7 +376,7 @@ class _PlannedRun(RunBase):
         lines += [_result_block(r) for r in self.done] or ["(no steps ran)"]
         lines += ["", "Now give the final answer to the task, drawing on these results."]
         self._final_stage = True
-        result = self._run("\n".join(lines), f"{self.run_id}.final")
+        result = self._run("\n".join(lines), f"{self.run_id}.final", self.task)
         if isinstance(result, Outcome):
             return self._ended(result)
         return Outcome(result.status, result.answer, result.error)

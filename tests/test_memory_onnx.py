@@ -266,6 +266,29 @@ def test_truncated_export_without_exporter_falls_back_in_auto_and_is_an_error_in
         Embedder(backend="onnx").embed_query("x")
 
 
+@pytest.mark.parametrize("probe", [{}, [[0.1, 0.2], [0.3]], ["a", "b"], "nested"])
+def test_a_sidecar_edited_into_other_json_is_not_trusted(cache, probe):
+    path = _export_file(cache)
+    sidecar = Path(str(path) + ".json")
+    mark = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({**mark, "probe": probe}) if probe != "nested" else
+                       json.dumps({**mark, "probe": "@"}).replace('"@"', "[" * 100_000 + "]" * 100_000))
+    with pytest.raises(MemoryStoreError):
+        onnx_embedder._load_checked(path, _pipeline())
+
+
+def test_a_cache_it_cannot_lock_falls_back_in_auto_and_is_an_error_in_onnx(cache, monkeypatch):
+    path = _export_file(cache)
+    path.write_bytes(path.read_bytes()[:1000])  # no usable export: it would have to export
+    Path(str(path) + ".lock").mkdir()  # the lock cannot be taken (as in a read-only cache directory)
+    embedder = Embedder()
+    assert embedder.backend == "torch"
+    assert f"cannot export to {cache}" in embeddings.fallback_reason
+    assert len(embedder.embed_query("still works")[0]) == 384
+    with pytest.raises(MemoryStoreError, match="cannot export to"):
+        Embedder(backend="onnx").embed_query("x")
+
+
 def test_recall_gives_the_same_top_ids_under_both_backends(cache, tmp_path, monkeypatch):
     spec = LongTermSpec(collection="facts", path=tmp_path / "store")
     monkeypatch.setenv(BACKEND_ENV, "onnx")

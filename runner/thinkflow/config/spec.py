@@ -158,7 +158,8 @@ class LongTermSpec:
         path: directory of the embedded store (default ``.thinkflow/memory``), ignored when ``host`` is set.
         host, port: a Chroma server to use instead of the embedded store.
         embedding_model: sentence-transformers model name or local path (default all-MiniLM-L6-v2, packaged).
-        query_threads: torch CPU threads for embedding a recall query, or None for torch's default.
+        query_threads: CPU threads for embedding a recall query (ONNX Runtime's or torch's, see
+            thinkflow.memory.embeddings), or None for the backend's default.
         remember: what is written after a run: any of "final_answer", "tool_results", "user_facts".
         remember_tools: for "tool_results", the tools whose results are kept (empty: all).
         recall: the recall policy.

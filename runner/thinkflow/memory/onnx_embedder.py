@@ -2,8 +2,8 @@
 ``onnxruntime``, tokenized with ``tokenizers`` and mean-pooled and L2-normalised in numpy, as sentence-transformers
 computes them (its ``Pooling`` with ``pooling_mode_mean_tokens`` and its ``Normalize``).
 
-Why: one recall query's forward pass of all-MiniLM-L6-v2 on one CPU thread took a median 76 ms in torch against
-25 ms on ONNX Runtime on the 2-core bench machine under load (200 interleaved queries; cosine between the two
+Why: one recall query's embedding with all-MiniLM-L6-v2 on one CPU thread takes a median 27.4 ms on torch against
+10.6 ms on ONNX Runtime on the 2-core bench machine (bench/bench_memory.py, 2026-12-02; cosine between the two
 vectors >= 0.9999998). The query path here imports numpy, ``tokenizers`` and ``onnxruntime`` only: no torch and no
 transformers once the export exists.
 
@@ -315,7 +315,10 @@ class OnnxEncoder:
         """
         import numpy as np
 
-        expected = np.asarray(probe, dtype=np.float32)
+        try:
+            expected = np.asarray(probe, dtype=np.float32)
+        except (TypeError, ValueError, RecursionError, OverflowError):  # a sidecar edited into any JSON at all
+            raise MemoryStoreError(f"the sidecar of the ONNX export {self.path} holds no probe vectors") from None
         got = self.embed(PROBE_TEXTS, threads=1, batch_size=len(PROBE_TEXTS))
         if expected.shape != got.shape:
             raise MemoryStoreError(f"the ONNX export {self.path} gives vectors of shape {got.shape}, expected "
@@ -355,7 +358,7 @@ def _load_checked(path: Path, pipeline: Pipeline) -> OnnxEncoder:
     try:
         mark = json.loads(sidecar.read_text(encoding="utf-8"))
         size = path.stat().st_size
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise MemoryStoreError(f"no usable ONNX export at {path} ({type(exc).__name__})") from None
     if not isinstance(mark, dict) or mark.get("format") != FORMAT or mark.get("size") != size:
         raise MemoryStoreError(f"the ONNX export {path} does not match its sidecar (format or size)")
@@ -444,13 +447,18 @@ def load_or_export(pipeline: Pipeline, *, model: Callable[[], Any], reference: C
     except Timeout:
         raise MemoryStoreError(f"another process has been exporting {target} for over {EXPORT_LOCK_TIMEOUT_S:.0f} s "
                                f"(remove {target}.lock if no thinkflow process is running)") from None
+    except OSError as exc:  # a read-only cache directory, a lock path that is a directory
+        raise MemoryStoreError(f"cannot export to {directory}: {exc.strerror or exc}") from None
     try:
         if target.exists():  # another process may have exported it while this one waited
             try:
                 return _load_checked(target, pipeline)
             except MemoryStoreError:
                 pass
-        _sidecar(target).unlink(missing_ok=True)  # a replaced file is never trusted through its old sidecar
+        try:
+            _sidecar(target).unlink(missing_ok=True)  # a replaced file is never trusted through its old sidecar
+        except OSError as exc:
+            raise MemoryStoreError(f"cannot replace the sidecar {_sidecar(target)}: {exc.strerror or exc}") from None
         _export(pipeline, target, model(), reference)
         return _load_checked(target, pipeline)
     finally:

@@ -849,8 +849,6 @@ def test_an_answer_after_a_tool_call_may_say_what_the_tool_could_not_find(openai
 
 def test_a_value_the_question_names_and_no_call_used_is_sent_back(openai_server, tmp_path):
     """Suite ``csv-west-mouse-units``: the call filtered the region only, and the answer claimed the product."""
-    from thinkflow.run.question_values import unused_value_review
-
     (tmp_path / "sales.csv").write_text("region,product,units\nWest,Mouse,3\nWest,Laptop,5\nEast,Mouse,7\n")
     west = {"path": "sales.csv", "column": "units", "region": "West"}
     openai_server.push(tool_calls([("query_data", west, "c1")]), text("8 units of Mouse were sold in the West."),
@@ -861,10 +859,12 @@ def test_a_value_the_question_names_and_no_call_used_is_sent_back(openai_server,
     assert (result.answer, result.steps, result.tool_calls) == ("3 units.", 4, 2)
     assert [(e.code, e.step) for e in events if e.type == "warning"] == [("unused_value", 2)]
     request = openai_server.requests[2]["messages"][-1]
-    assert request == {"role": "user", "content": unused_value_review("query_data", "product", "Mouse")[2]}
     assert openai_server.requests[2]["messages"][-2]["role"] == "tool"  # the answer "8 units of Mouse" is gone
     assert "8 units" not in json.dumps(openai_server.requests[3]["messages"])
-    assert "product='Mouse'" in request["content"]
+    assert "product 'Mouse'" in request["content"]
+    # the call to make, spelled out: the last call's arguments and the missing one (not the missing one alone)
+    assert request["content"].endswith('Call query_data with these arguments: {"path": "sales.csv", "column": '
+                                       '"units", "region": "West", "product": "Mouse"}, then answer from its result.')
     tool_results = [m["content"] for m in openai_server.requests[3]["messages"] if m["role"] == "tool"]
     assert tool_results[-1].split()[-1] == "3"  # the second call's result: West and Mouse only
 
@@ -949,8 +949,6 @@ def test_the_question_is_read_up_to_a_word_boundary():
 
 def test_an_answer_for_two_files_after_a_call_for_one_is_sent_back(openai_server, tmp_path):
     """Suite ``http-two-cities``: one call for Oslo, then an answer with a temperature for Bergen from nowhere."""
-    from thinkflow.run.question_values import unused_value_review
-
     (tmp_path / "notes.txt").write_text("buy milk")
     (tmp_path / "todo.txt").write_text("call mum")
     openai_server.push(tool_calls([("read_file", {"path": "notes.txt"}, "c1")]),
@@ -960,8 +958,8 @@ def test_an_answer_for_two_files_after_a_call_for_one_is_sent_back(openai_server
     result, events = go(spec, "What is written in notes.txt and todo.txt?", tmp_path)
     assert (result.answer, result.tool_calls) == ("buy milk; call mum", 2)
     assert [(e.code, e.step) for e in events if e.type == "warning"] == [("unused_value", 2)]
-    assert openai_server.requests[2]["messages"][-1]["content"] == unused_value_review("read_file", "path",
-                                                                                      "todo.txt")[2]
+    assert openai_server.requests[2]["messages"][-1]["content"].endswith(
+        'Call read_file with these arguments: {"path": "todo.txt"}, then answer from its result.')
     assert openai_server.requests[3]["messages"][-1]["content"] == "call mum"
 
 
@@ -988,7 +986,7 @@ def test_a_request_after_a_json_observation_joins_it(openai_server, tmp_path):
     roles = [m["role"] for m in openai_server.requests[2]["messages"]]
     assert all(a != b for a, b in zip(roles, roles[1:])), roles
     assert openai_server.requests[2]["messages"][-1]["content"].endswith(
-        "Call read_file with path='b.txt' and the other arguments the question needs, then answer from the results.")
+        'Call read_file with these arguments: {"path": "b.txt"}, then answer from its result.')
     assert "gamma" not in json.dumps(openai_server.requests[2]["messages"])
 
 
@@ -1397,3 +1395,17 @@ def test_the_run_clock_starts_after_the_client_warms_up(openai_server, tmp_path,
     timed_out, _ = go(make_spec(openai_server, tmp_path, timeout=0.5), "y", tmp_path)
     assert timed_out.status == "timeout"
     assert "; start-up 0.3 s before the run, not counted)" in timed_out.error
+
+
+def test_the_suggested_call_is_cut_to_the_missing_argument_when_long():
+    from thinkflow.model.messages import ToolCall
+    from thinkflow.run.question_values import unused_value_review
+    from thinkflow.run.step import CallOutcome
+
+    calls = [CallOutcome(ToolCall("c1", "weather", {"city": "Oslo", "units": "metric"}), "ok", "3 C"),
+             CallOutcome(ToolCall("c2", "weather", {"city": "Oslo", "note": "x" * 5000}), "error", "bad")]
+    assert unused_value_review("weather", "city", "Bergen", calls)[2].endswith(
+        'these arguments: {"city": "Bergen", "units": "metric"}, then answer from its result.')  # the last ok one
+    calls.append(CallOutcome(ToolCall("c3", "weather", {"city": "Oslo", "note": "x" * 5000}), "ok", "3 C"))
+    assert unused_value_review("weather", "city", "Bergen", calls)[2].endswith(
+        'these arguments: {"city": "Bergen"}, then answer from its result.')

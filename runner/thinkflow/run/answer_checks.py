@@ -185,7 +185,8 @@ class AnswerChecks:
         """
         failed = list(self._failed(answer, reply, previous_calls, written, thought, tool_names))
         if previous_calls and tool_params:
-            failed += [unused_value_review(*found) for found in unused_values(question, run_calls, tool_params)[:1]]
+            failed += [unused_value_review(*found, run_calls)
+                       for found in unused_values(question, run_calls, tool_params)[:1]]
         for code, problem, request, needs_call in failed if not last_step else ():
             budget = SHARED_BUDGET.get(code, code)
             if self.sent.get(budget, 0) < MAX_SEND_BACKS:

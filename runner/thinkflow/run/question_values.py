@@ -27,6 +27,7 @@ English phrasing only. No I/O.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Mapping, Sequence
 
@@ -213,10 +214,22 @@ def _sentence_start(words: Sequence[str], i: int) -> bool:
     return i == 0 or words[i - 1] in _SENTENCE_END
 
 
-def unused_value_review(tool: str, param: str, value: str) -> tuple[str, str, str, bool]:
+def unused_value_review(tool: str, param: str, value: str,
+                        calls: Sequence[CallOutcome] = ()) -> tuple[str, str, str, bool]:
     """The ``(code, problem, request, needs_call)`` of an ``unused_value`` finding: ``tool``'s calls left out
-    ``param`` = ``value``, which the question names."""
+    ``param`` = ``value``, which the question names. The request spells out the call to make: the arguments of the
+    last ``ok`` call of ``tool`` in ``calls`` with ``param`` set to ``value`` (a small model asked to "add" an
+    argument dropped the others: suite ``csv-west-mouse-units``, run 11, lost ``region: West``), cut to
+    :data:`MAX_SUGGESTED_CHARS`."""
+    last = next((c.call.arguments for c in reversed(calls) if c.status == "ok" and c.call.name == tool), {})
+    suggested = json.dumps({**last, param: value}, ensure_ascii=False, default=str)
+    if len(suggested) > MAX_SUGGESTED_CHARS:
+        suggested = json.dumps({param: value}, ensure_ascii=False)
     return ("unused_value", f"the question names {param} {value!r}, but no {tool} call used it",
             f"The question names {param} {value!r}, but none of your {tool} calls used it, so the results you "
-            f"answered from do not cover {value!r}. Call {tool} with {param}={value!r} and the other arguments "
-            "the question needs, then answer from the results.", True)
+            f"answered from do not cover {value!r}. Call {tool} with these arguments: {suggested}, then answer "
+            "from its result.", True)
+
+
+MAX_SUGGESTED_CHARS = 600
+"""Longest suggested arguments (JSON); longer ones are cut to the missing argument alone."""

@@ -21,7 +21,7 @@ import pytest
 
 from thinkflow.config.spec import LongTermSpec
 from thinkflow.errors import MemoryStoreError
-from thinkflow.memory import embeddings, onnx_embedder
+from thinkflow.memory import embeddings, onnx_embedder, onnx_export
 from thinkflow.memory.embeddings import BACKEND_ENV, SMALL_BATCH, Embedder, packaged_model_dir
 from thinkflow.memory.longterm import LongTermMemory
 
@@ -185,7 +185,7 @@ def test_a_process_waiting_for_the_export_lock_uses_the_file_it_finds(cache, tmp
             return super().acquire(*args, **kwargs)
 
     monkeypatch.setattr(filelock, "FileLock", Watched)
-    monkeypatch.setattr(onnx_embedder, "_export", lambda *a: pytest.fail("exported while another process did"))
+    monkeypatch.setattr(onnx_export, "export_model", lambda *a: pytest.fail("exported while another process did"))
     held = filelock.UnixFileLock(str(cache / name) + ".lock")
     held.acquire()
     result: list[str] = []
@@ -255,7 +255,7 @@ def test_truncated_export_without_exporter_falls_back_in_auto_and_is_an_error_in
         onnx_embedder._load_checked(path, _pipeline())
     real_version = onnx_embedder._version
     monkeypatch.setattr(onnx_embedder, "_version", lambda d: None if d == "onnx" else real_version(d))
-    monkeypatch.setattr(onnx_embedder, "_export", lambda *a: pytest.fail("exported without the onnx package"))
+    monkeypatch.setattr(onnx_export, "export_model", lambda *a: pytest.fail("exported without the onnx package"))
     embedder = Embedder()
     assert embedder.backend == "torch"
     assert "cannot make one: torch.onnx needs the 'onnx' package" in embeddings.fallback_reason

@@ -29,8 +29,6 @@ of the run.
 
 from __future__ import annotations
 
-import dataclasses
-
 import json
 import time
 from pathlib import Path
@@ -39,10 +37,10 @@ from typing import Any, Callable
 from thinkflow.memory.policy import recall_query
 from thinkflow.model.messages import Message, ModelReply
 from thinkflow.prompting.templates import render_agent_prompt, render_builtin
-from thinkflow.reply.actions import Action, FinalAnswer, ParseFailure, ToolAction, echoes_schemas, is_final_name
+from thinkflow.reply.actions import Action, FinalAnswer, ParseFailure, ToolAction, echoes_schemas
 from thinkflow.reply.final_output import MAX_OUTPUT_REPAIRS, check_output, repair_request
 from thinkflow.reply.parsing import parse_reply
-from thinkflow.reply.styles import json_schema_supported, pick_answer_tool, pick_style, style_kwargs, textualize
+from thinkflow.reply.styles import pick_answer_tool, pick_style, style_kwargs, textualize
 from thinkflow.run import events as ev
 from thinkflow.run.answer_checks import AnswerChecks
 from thinkflow.run.base import RunBase, RunResult
@@ -54,6 +52,7 @@ from thinkflow.run.memory_steps import MemorySteps
 from thinkflow.run.outcome import Outcome
 from thinkflow.run.session import Session
 from thinkflow.run.step import Step, calls_run, partial_answer, tool_results
+from thinkflow.run.send_back_steps import SendBackSteps
 from thinkflow.run.style_steps import StyleSteps
 from thinkflow.run.tool_calls import admit_calls, execute_calls, observation_messages
 from thinkflow.tools.base import RunInfo
@@ -98,7 +97,7 @@ def run(
                 max_steps=max_steps, stream=stream, budget=budget, run_id=run_id, question=question).execute()
 
 
-class _Run(RunBase, MemorySteps, StyleSteps):
+class _Run(RunBase, MemorySteps, StyleSteps, SendBackSteps):
     """State of one run (internal; see :func:`run`)."""
 
     def __init__(self, agent: RunnableAgent, task: str, *, on_event: Callable[[ev.Event], None] | None,
@@ -336,44 +335,6 @@ class _Run(RunBase, MemorySteps, StyleSteps):
             answer = json.dumps(value, ensure_ascii=False)
         self.emit(ev.AnswerGiven(step=step.number, text=answer, thought=action.thought))
         return Outcome("completed", answer)
-
-    def _sent_back(self, answer: str, reply: ModelReply, step: Step) -> bool:
-        """True when ``answer`` fails one of the run's :class:`~thinkflow.run.answer_checks.AnswerChecks` and is
-        sent back to the model; a failed check that already sent one back only warns."""
-        previous = next((s.calls for s in reversed(self.steps) if s.calls and not s.discarded), [])
-        params = {n: p for n, p in self._tool_schemas().items() if not is_final_name(n)}
-        review = self.answer_checks.review(answer, reply, previous, self.written,
-                                           last_step=step.number >= self.max_steps, thought=step.thought,
-                                           tool_names=list(params), question=self.question,
-                                           run_calls=[c for s in self.steps if not s.discarded for c in s.calls],
-                                           tool_params=params)
-        if review is None:
-            return False
-        if review.needs_call and self.budget.tool_calls_exceeded():
-            review = dataclasses.replace(review, request=None)  # no call can run: asking for one only costs a step
-        if review.request is None:
-            self.emit(ev.RunWarning(review.problem, code=review.code, step=step.number))
-            return False
-        step.error = review.problem
-        self.emit(ev.RunWarning(f"{review.problem}; sent back to the model", code=review.code, step=step.number))
-        if review.invented and self.messages and self.messages[-1].role == "assistant":
-            self.messages.pop()  # the rejected answer's invented values would be copied into the next one
-        self._tell(review.request)
-        self.call_required = review.needs_call
-        if self.call_required and self.style == "native" and self.loop_spec.style == "auto" and json_schema_supported(self.client):
-            # native cannot insist on a call (the embedded server ignores tool_choice); json's schema can
-            self._switch_style(step.number, "json", f"{review.problem}: the next reply must call a tool")
-        return True
-
-    def _tell(self, text: str) -> None:
-        """Send the model ``text`` as a user message; after a user message (a json or react observation, or the
-        task once a rejected answer left the conversation) it joins that one, so roles still alternate (some chat
-        templates refuse two user turns in a row)."""
-        last = self.messages[-1] if self.messages else None
-        if last is not None and last.role == "user" and not last.tool_calls:
-            self.messages[-1] = Message("user", f"{last.content}\n\n{text}")
-        else:
-            self.messages.append(Message("user", text))
 
     # ------------------------------------------------------------------------------------------------ tools
     def _run_tools(self, action: ToolAction, reply: ModelReply, step: Step) -> Outcome | None:

@@ -1,7 +1,8 @@
 # Two entry points for a fresh machine (python3.11 present): `make run` and `make test`.
 # `make run` builds .venv from requirements.lock (the main job: base + embedded model + data tools, no torch);
 # `make test` builds .venv-test from requirements-dev.lock (every extra: memory with torch, mcp, serve, ray, otel,
-# dev). Both locks are hash-checked and hold only releases PyPI serves; each venv then gets ThinkFlow itself.
+# dev). Both locks are hash-checked and hold only releases PyPI serves. Each venv first gets the pip of
+# requirements-pip.lock (venv's own pip 23.2 mis-resolves extras under --require-hashes), then ThinkFlow itself.
 PYTHON   ?= python3.11
 VENV     ?= .venv
 TEST_VENV ?= .venv-test
@@ -12,14 +13,16 @@ PIP_INSTALL = python -m pip install --quiet --disable-pip-version-check
 
 .PHONY: setup setup-test run test bench fuzz lock clean
 
-$(BIN)/thinkflow: requirements.lock pyproject.toml
+$(BIN)/thinkflow: requirements-pip.lock requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/$(PIP_INSTALL) --require-hashes -r requirements-pip.lock
 	$(BIN)/$(PIP_INSTALL) --require-hashes -r requirements.lock
 	$(BIN)/$(PIP_INSTALL) --no-deps --no-build-isolation -e .
 	touch $@
 
-$(TEST_BIN)/thinkflow: requirements-dev.lock pyproject.toml
+$(TEST_BIN)/thinkflow: requirements-pip.lock requirements-dev.lock pyproject.toml
 	test -x $(TEST_BIN)/python || $(PYTHON) -m venv $(TEST_VENV)
+	$(TEST_BIN)/$(PIP_INSTALL) --require-hashes -r requirements-pip.lock
 	$(TEST_BIN)/$(PIP_INSTALL) --require-hashes -r requirements-dev.lock
 	$(TEST_BIN)/$(PIP_INSTALL) --no-deps --no-build-isolation -e .
 	touch $@
@@ -44,7 +47,7 @@ FUZZ_EXAMPLES ?= 3000
 fuzz: setup-test
 	$(TEST_BIN)/python bench/bench_fuzz.py --examples $(FUZZ_EXAMPLES) $(FUZZ_ARGS)
 
-# Regenerate both locks after changing dependencies in pyproject.toml. pip runs with no configuration file and
+# Regenerate the locks after changing dependencies in pyproject.toml. pip runs with no configuration file and
 # no local wheel folder (PIP_CONFIG_FILE=/dev/null), so every pin is a release PyPI itself serves; pins already
 # in a lock are kept unless `make lock UPGRADE=--upgrade`.
 PIP_COMPILE = env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null $(TEST_BIN)/pip-compile --quiet --generate-hashes --build-deps-for editable \
@@ -52,6 +55,7 @@ PIP_COMPILE = env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null $(TEST_BIN)/pip-co
 lock: setup-test
 	$(PIP_COMPILE) --extra local,data -o requirements.lock pyproject.toml
 	$(PIP_COMPILE) --all-extras -o requirements-dev.lock pyproject.toml
+	$(PIP_COMPILE) -o requirements-pip.lock requirements-pip.in
 
 clean:
 	rm -rf $(VENV) $(TEST_VENV) .thinkflow

@@ -21,7 +21,7 @@ import pytest
 
 from thinkflow.config.spec import LongTermSpec
 from thinkflow.errors import MemoryStoreError
-from thinkflow.memory import embeddings, onnx_embedder, onnx_export
+from thinkflow.memory import embeddings, onnx_embedder, onnx_export, onnx_pipeline
 from thinkflow.memory.embeddings import BACKEND_ENV, SMALL_BATCH, Embedder, packaged_model_dir
 from thinkflow.memory.longterm import LongTermMemory
 
@@ -241,11 +241,11 @@ def test_corrupt_export_is_replaced_and_recall_works(cache, tmp_path):
     onnx_embedder._load_checked(path, _pipeline())  # and the new file passes
 
 
-def _pipeline() -> onnx_embedder.Pipeline:
+def _pipeline() -> onnx_pipeline.Pipeline:
     from importlib import metadata
 
     version = "pkg" + metadata.version(embeddings.PACKAGED_MODEL_DISTRIBUTION)
-    return onnx_embedder.inspect_pipeline(packaged_model_dir(), label="all-MiniLM-L6-v2", version=version)
+    return onnx_pipeline.inspect_pipeline(packaged_model_dir(), label="all-MiniLM-L6-v2", version=version)
 
 
 def test_truncated_export_without_exporter_falls_back_in_auto_and_is_an_error_in_onnx(cache, monkeypatch):
@@ -323,6 +323,6 @@ def test_models_that_are_not_mean_pooled_stay_on_torch(cache, tmp_path):
     modules = json.loads((no_normalize / "modules.json").read_text())
     (no_normalize / "modules.json").write_text(json.dumps(modules[:2]))
     with pytest.raises(MemoryStoreError, match=r"is not Transformer \+ Pooling \+ Normalize"):
-        onnx_embedder.inspect_pipeline(no_normalize, label="two-modules")
+        onnx_pipeline.inspect_pipeline(no_normalize, label="two-modules")
     with pytest.raises(MemoryStoreError, match="is not a local sentence-transformers directory"):
-        onnx_embedder.inspect_pipeline("sentence-transformers/some-hub-name", label="some-hub-name")
+        onnx_pipeline.inspect_pipeline("sentence-transformers/some-hub-name", label="some-hub-name")

@@ -195,7 +195,7 @@ def _onnx_encoder(name: str, device: str | None, setting: str, batch_size: int) 
 
 
 def _make_onnx_encoder(name: str, source: str, batch_size: int) -> Any:
-    from thinkflow.memory import onnx_embedder
+    from thinkflow.memory import onnx_embedder, onnx_pipeline
 
     packaged = name == DEFAULT_EMBEDDING_MODEL
     version = None
@@ -204,7 +204,7 @@ def _make_onnx_encoder(name: str, source: str, batch_size: int) -> Any:
 
         version = f"pkg{metadata.version(PACKAGED_MODEL_DISTRIBUTION)}"
     label = DEFAULT_EMBEDDING_MODEL if packaged else Path(source).name or "model"
-    pipeline = onnx_embedder.inspect_pipeline(source, label=label, version=version)
+    pipeline = onnx_pipeline.inspect_pipeline(source, label=label, version=version)
     _offline_env()
 
     def model() -> Any:

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "runner" / "thinkflow"
 
 # Top to bottom: a layer imports only layers at or above its own position.
 LAYERS: list[set[str]] = [
-    {"errors", "text", "redaction", "atomic", "workers", "paths", "__init__"},
+    {"errors", "text", "jsonout", "redaction", "atomic", "workers", "paths", "__init__"},
     {"config"},
     {"model"},
     {"reply"},

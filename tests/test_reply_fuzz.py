@@ -162,7 +162,8 @@ def test_native_arguments_decode_or_are_reported(raw, style):
 
 
 json_values = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8)),
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
+              st.text(max_size=8)),
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
     max_leaves=10,
 )
@@ -180,6 +181,37 @@ def test_every_cut_off_argument_string_is_refused_as_truncated(args, data, ascii
     assert str(caught.value).startswith("arguments are truncated JSON: ")
     assert str(caught.value).endswith("; the call was cut off, send the complete call")
     assert decode_arguments(encoded) == json.loads(encoded)
+
+
+NON_FINITE = st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-2.5E+400", "1" * 4301])
+
+
+@FUZZ
+@given(args=st.dictionaries(st.text(max_size=6), json_values, min_size=1, max_size=4), number=NON_FINITE,
+       data=st.data(), style=STYLES)
+def test_a_number_json_cannot_carry_never_reaches_a_tool(args, number, data, style):
+    """NaN, Infinity, a float past 1.8e308 or a 4301-digit integer anywhere in the arguments, native or written
+    as text in any style: the call is refused (native) or not taken as a call, and no non-finite float or
+    over-long integer is in any argument that is passed on."""
+    key = data.draw(st.sampled_from(sorted(args)))
+    encoded = json.dumps({**args, key: "@N@"}).replace('"@N@"', number)
+    with pytest.raises(ArgumentsError) as caught:
+        decode_arguments(encoded)
+    assert "number JSON cannot carry" in str(caught.value)
+    action = parse_reply(f'{{"action": "search", "action_input": {encoded}}}', style=style, tools=TOOLS)
+    if isinstance(action, ToolAction):
+        assert not any(json_limits.non_finite(c.arguments) for c in action.calls)
+        assert all(_no_huge_int(c.arguments) for c in action.calls)
+
+
+def _no_huge_int(value) -> bool:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return len(str(abs(value))) <= json_limits.MAX_INT_DIGITS
+    if isinstance(value, dict):
+        return all(_no_huge_int(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_no_huge_int(v) for v in value)
+    return True
 
 
 CALL_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=20),

@@ -484,3 +484,48 @@ def test_a_reply_that_repeats_a_tool_result_is_not_the_answer(style):
     assert isinstance(two, ParseFailure) and "repeats a tool result" in two.error
     quoted = parse("The tool said <tool_response>x</tool_response>.", "native")
     assert isinstance(quoted, FinalAnswer) and quoted.text.startswith("The tool said")
+
+
+# ------------------------------------------------------------------------- numbers JSON cannot carry (RFC 8259)
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_json_style_answer_or_call_with_a_non_finite_number_is_sent_back_with_the_reason(number):
+    for reply in (f'{{"thought": "t", "actions": [{{"action": "final_answer", "action_input": {number}}}]}}',
+                  f'{{"action": "search", "action_input": {{"query": {number}}}}}'):
+        action = parse(reply, "json")
+        assert isinstance(action, ParseFailure), reply
+        assert "NaN, Infinity or a number beyond about 1.8e308" in action.error
+
+
+@pytest.mark.parametrize("raw", ['{"query": NaN}', '{"query": 1e999}', '{"query": -Infinity}', '{"n": 1' + '0' * 4300 + '}'])
+def test_native_arguments_with_a_non_finite_number_are_refused_not_repaired_into_inf(raw):
+    with pytest.raises(ArgumentsError) as caught:
+        decode_arguments(raw)
+    assert "number JSON cannot carry" in str(caught.value)
+
+
+def test_near_json_arguments_never_repair_into_a_non_finite_float():
+    assert decode_arguments("{'query': Infinity}") == {"query": "Infinity"}  # json_repair reads the bare word as text
+    for raw in ("{'query': 1e999}", "{'query': NaN,}", "{query: -1e999}"):
+        try:
+            value = decode_arguments(raw)
+        except ArgumentsError:
+            continue
+        assert not json_limits.non_finite(value), (raw, value)
+
+
+def test_a_python_style_call_with_1e999_is_not_a_call_with_inf():
+    for style in STYLES:
+        action = parse("search(query=1e999)", style)
+        assert not (isinstance(action, ToolAction) and action.calls[0].arguments == {"query": float("inf")}), style
+
+
+def test_the_loop_tells_the_model_and_the_trace_stays_strict_json(openai_server, tmp_path):
+    openai_server.push(tool_calls([("calculator", '{"expression": 1e999}')]))
+    openai_server.push(text("gave up"))
+    result, _ = go(make_spec(openai_server, tmp_path), "compute", tmp_path)
+    told = openai_server.requests[1]["messages"][-1]["content"]
+    assert "the number 1e999 is beyond the float range" in told
+    assert result.answer == "gave up"
+    for line in result.trace_path.read_text(encoding="utf-8").splitlines():
+        json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in the trace"))

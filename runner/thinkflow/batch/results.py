@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from thinkflow import jsonout
 from thinkflow.atomic import atomic_write_bytes
 from thinkflow.errors import BatchError
 
@@ -120,4 +121,4 @@ class ResultLog:
 
 
 def _line(record: dict[str, Any]) -> bytes:
-    return (json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n").encode("utf-8")
+    return (jsonout.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n").encode("utf-8")

@@ -15,6 +15,8 @@ from typing import Any
 
 import click
 
+from thinkflow import jsonout
+
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1
 EXIT_USAGE = 2
@@ -262,7 +264,7 @@ def _run_once(agent: Any, task: str, session: Any, view: Any, out: _Output, *, t
         out.fail(EXIT_USAGE, "error", f"{error} (choose another directory with --trace-dir)")
     view.close()
     if out.as_json:
-        click.echo(json.dumps(out.redact(result.to_dict()), ensure_ascii=False))
+        click.echo(jsonout.dumps(out.redact(result.to_dict()), ensure_ascii=False))
     elif result.answer:
         click.echo(out.redact.text(result.answer))
     if session is not None and not out.quiet and not out.as_json:

@@ -4,7 +4,10 @@ The standard library decoder recurses once per nesting level and raises ``Recurs
 its errors count the newlines before the failure position (``JSONDecodeError.lineno``), so failing at many places
 of a long text costs time quadratic in its length. Here decoding goes through a window that grows by doubling
 (:func:`raw_decode`), so a failure costs time linear in the span the decoder looked at, and a value nested
-deeper than :data:`MAX_DEPTH` is a :class:`NestingError`, never a ``RecursionError``. :func:`scan_end` finds where
+deeper than :data:`MAX_DEPTH` is a :class:`NestingError`, never a ``RecursionError``. Numbers JSON cannot carry
+(RFC 8259 section 6: no ``NaN``, ``Infinity``; here also a float beyond about 1.8e308, which Python reads as
+infinity, and an integer longer than :data:`MAX_INT_DIGITS` digits) are a :class:`NumberError`, so no non-finite
+number reaches a tool, a trace or a session (Python's own decoder accepts all of them). :func:`scan_end` finds where
 a near-JSON value (single quotes allowed) closes, in one pass, for the repair fallback and the truncation check;
 :func:`bracket_depth` bounds the depth of any text in C time.
 
@@ -14,6 +17,7 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import json
+import math
 import operator
 import re
 from itertools import accumulate
@@ -28,7 +32,38 @@ MAX_REPAIR_CHARS = 64_000
 FIRST_WINDOW = 256
 """First window, in characters, that :func:`raw_decode` hands to the decoder."""
 
-DECODER = json.JSONDecoder()
+MAX_INT_DIGITS = 4300
+"""Longest integer literal decoded, in digits (CPython's own limit for ``int(str)``)."""
+
+
+class NumberError(json.JSONDecodeError):
+    """A number JSON cannot carry: ``NaN``, ``Infinity``, ``-Infinity``, a float beyond the float range or an
+    integer longer than :data:`MAX_INT_DIGITS` digits. A ``json.JSONDecodeError``, so callers handle it as one."""
+
+
+class _Refused(ValueError):
+    """Raised inside the decoder's hooks; turned into a :class:`NumberError` at the position decoding started."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _Refused(f"the number {text[:24]}{'...' if len(text) > 24 else ''} is beyond the float range "
+                       "(about 1.8e308)")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Refused(f"an integer of {len(text.lstrip('-'))} digits is too long (limit {MAX_INT_DIGITS})")
+    return int(text)
+
+
+DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int)
 _EDGE = 16  # a failure this close to a window's end may be the edge: a literal, number or escape cut in two
 _SPECIAL = re.compile(r"[\"'\\{}\[\]]")
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
@@ -67,12 +102,33 @@ def _checked(value: Any) -> Any:
     return value
 
 
-def loads(text: str) -> Any:
-    """``json.loads(text)`` with the depth bound. Raises ``json.JSONDecodeError`` or :class:`NestingError`."""
+def non_finite(value: Any) -> bool:
+    """True when ``value`` (decoded JSON, e.g. from ``json_repair``) holds a float that is NaN or infinite.
+    Iterative, time linear in the size of ``value``."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def loads(text: str, *, check_depth: bool = True) -> Any:
+    """``json.loads(text)`` with the depth bound (unless ``check_depth`` is False: the caller checks it and says so)
+    and only numbers JSON can carry. Raises ``json.JSONDecodeError`` (a :class:`NumberError` for NaN, Infinity, a
+    float overflow or a too-long integer) or :class:`NestingError` (also past Python's recursion limit)."""
     try:
-        return _checked(json.loads(text))
+        value = DECODER.decode(text)
+        return _checked(value) if check_depth else value
     except RecursionError:
         raise NestingError() from None
+    except _Refused as error:
+        raise NumberError(str(error), text, 0) from None
 
 
 def raw_decode(text: str, pos: int = 0) -> tuple[Any, int]:
@@ -90,6 +146,8 @@ def raw_decode(text: str, pos: int = 0) -> tuple[Any, int]:
             value, end = DECODER.raw_decode(window)
         except RecursionError:
             raise NestingError() from None
+        except _Refused as error:
+            raise NumberError(str(error), text, pos) from None
         except json.JSONDecodeError as error:
             if stop < len(text) and _may_continue(error, len(window)):
                 size *= 2

@@ -166,7 +166,8 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
     not a JSON object; never returns the raw string in place of arguments. Arguments cut off before their end (an
     unterminated string, an object still open) are refused as truncated, never repaired into a shorter value;
     arguments nested deeper than :data:`~thinkflow.model.json_limits.MAX_DEPTH` levels are refused (no
-    ``RecursionError``); near-JSON longer than :data:`~thinkflow.model.json_limits.MAX_REPAIR_CHARS` is not repaired.
+    ``RecursionError``); NaN, Infinity and floats beyond the float range are refused (JSON has no such numbers),
+    also after a repair; near-JSON longer than :data:`~thinkflow.model.json_limits.MAX_REPAIR_CHARS` is not repaired.
     """
     value = raw
     for _ in range(3):  # dict, JSON string, or a JSON string inside a JSON string
@@ -180,6 +181,9 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
             value = json_limits.loads(value)
         except json_limits.NestingError as error:
             raise ArgumentsError(f"arguments are {error}; send them with less nesting") from None
+        except json_limits.NumberError as error:
+            raise ArgumentsError(f"arguments hold a number JSON cannot carry: {error.msg}; send a finite number "
+                                 "(or a string)") from None
         except json.JSONDecodeError as strict_error:
             value = _repair(value, strict_error)
     if isinstance(value, dict):
@@ -217,6 +221,8 @@ def _repair(text: str, strict_error: json.JSONDecodeError) -> Any:
     except Exception:  # noqa: BLE001 - a third-party repair of untrusted text: any failure means "not JSON"
         repaired = None
     if isinstance(repaired, dict) and (repaired or stripped.replace(" ", "") == "{}"):
+        if json_limits.non_finite(repaired):
+            raise ArgumentsError(f"arguments hold a number JSON cannot carry (NaN or Infinity): {where}")
         if json_limits.too_deep(repaired):
             raise ArgumentsError(f"arguments are {json_limits.NestingError()}; send them with less nesting")
         return repaired

@@ -23,7 +23,6 @@ from typing import Any, Iterator
 
 from thinkflow.model import json_limits
 
-DECODER = json.JSONDecoder()
 FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n", re.M)
 _TOOL_CALL_TAG = re.compile(r"<tool_call>", re.I)
 _OBJECT_START = re.compile(r'\{[ \t\r\n]*["}]')  # where a strict JSON object can begin
@@ -47,6 +46,8 @@ DEEP = "deep"
 """Note: a JSON value nested deeper than MAX_DEPTH was skipped."""
 BOUNDED = "bounded"
 """Note: the search stopped at one of its bounds."""
+NUMBER = "number"
+"""Note: a JSON value holding NaN, Infinity or a number beyond the float range was skipped (JSON has none)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,8 @@ def iter_json_objects(text: str, notes: set[str] | None = None) -> Iterator[Foun
 
     Args:
         text: the model's text.
-        notes: if given, :data:`DEEP` and/or :data:`BOUNDED` are added to it when a too-deep value was skipped or
+        notes: if given, :data:`DEEP`, :data:`NUMBER` and/or :data:`BOUNDED` are added to it when a too-deep value
+            or one with a number JSON cannot carry was skipped or
             the search stopped at a bound (see the module docstring).
     """
     notes = set() if notes is None else notes
@@ -98,6 +100,9 @@ def iter_json_objects(text: str, notes: set[str] | None = None) -> Iterator[Foun
         nonlocal budget, failures
         try:
             return json_limits.raw_decode(text, pos)
+        except json_limits.NumberError:
+            notes.add(NUMBER)
+            budget -= 1
         except json.JSONDecodeError as error:
             budget -= max(error.pos - pos, 1)
         except json_limits.NestingError:
@@ -204,9 +209,10 @@ def _repair(chunk: str) -> Any:
     import json_repair
 
     try:
-        return json_repair.loads(chunk)
+        value = json_repair.loads(chunk)
     except Exception:  # noqa: BLE001 - a third-party repair of untrusted text: any failure means "nothing here"
         return None
+    return None if json_limits.non_finite(value) else value  # NaN or Infinity: JSON has no such number
 
 
 def cut_fence(chunk: str) -> str:

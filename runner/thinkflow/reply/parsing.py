@@ -58,7 +58,6 @@ keys; a tool is never called with ``{}`` or with the raw string in place of its 
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Mapping, Sequence
 
@@ -81,8 +80,9 @@ from thinkflow.reply.actions import (
     required_params,
     tool_from_input,
 )
-from thinkflow.reply.json_text import DEEP, JsonObjects, iter_json_objects, repair_objects  # noqa: F401 (re-export)
+from thinkflow.reply.json_text import DEEP, NUMBER, JsonObjects, iter_json_objects, repair_objects  # noqa: F401 (re-export)
 from thinkflow.model.messages import ToolCall
+from thinkflow.model import json_limits
 from thinkflow.model.json_limits import MAX_DEPTH
 from thinkflow.reply.react_text import iter_labels, parse_react, strip_final_label
 from thinkflow.reply.text_calls import as_text, final_from_input, recover_text_calls, tool_call_shapes
@@ -178,6 +178,9 @@ def _parse(text: Any, tool_calls: Sequence[ToolCall], style: Style, tools: Mappi
         return failure(style, names, f"the reply holds JSON nested deeper than {MAX_DEPTH} levels", thought=reasoning)
     if style == "native" or not has_format_markers(body):
         return FinalAnswer(strip_final_label(body).strip(), thought=reasoning)
+    if style == "json" and NUMBER in notes:
+        return failure(style, names, "the reply's JSON holds NaN, Infinity or a number beyond about 1.8e308, which "
+                       "JSON does not allow: write a finite number, or the value as a string", thought=reasoning)
     if style == "json":
         return failure(style, names, "no JSON object with an \"action\" key was found", thought=reasoning)
     return failure(style, names, "no 'Action:' or 'Final Answer:' line was found", thought=reasoning)
@@ -244,8 +247,8 @@ def _json_object(text: str) -> Any:
     if not (text.startswith("{") and text.endswith("}")) or len(text) > 100_000:
         return None
     try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
+        return json_limits.loads(text)
+    except ValueError:  # not JSON, a number JSON cannot carry, or too deep
         return None
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from typing import Any, Mapping
 
+from thinkflow.model import json_limits
 from thinkflow.model.messages import ArgumentsError, ToolCall
 from thinkflow.reply.actions import (Action, FinalAnswer, Style, ToolAction, arguments_failure, decode_input,
                                      describe_keys, is_final_name, match_tool_name, new_call_id)
@@ -99,7 +101,7 @@ def _element_value(text: str, schema: Any) -> Any:
     kind = schema.get("type") if isinstance(schema, Mapping) else None
     if kind in ("integer", "number", "boolean", "array", "object"):
         try:
-            return json.loads(text)
+            return json_limits.loads(text)
         except ValueError:
             return text
     return text
@@ -149,8 +151,10 @@ def _unfenced(body: str) -> str:
 
 
 def _json_ready(value: Any) -> Any:
-    """``value`` (from :func:`ast.literal_eval`) as JSON data: tuples become lists; sets, bytes, complex numbers and
-    non-string keys raise ValueError."""
+    """``value`` (from :func:`ast.literal_eval`) as JSON data: tuples become lists; sets, bytes, complex numbers,
+    infinite floats and non-string keys raise ValueError."""
+    if isinstance(value, float) and not math.isfinite(value):  # 1e999 reads as inf: JSON has no such number
+        raise ValueError(f"{value} is not a JSON number")
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, (list, tuple)):
@@ -180,7 +184,7 @@ def call_expression(body: str) -> tuple[str, list[Any], dict[str, Any], bool] | 
             return None
         name, inner, parenthesised = head.group(1), rest, False
     try:  # one JSON value, the usual spelling: final_answer({"answer": "...", "done": true})
-        return name, [json.loads(inner)], {}, parenthesised
+        return name, [json_limits.loads(inner, check_depth=False)], {}, parenthesised  # depth: checked with the arguments
     except (ValueError, RecursionError):
         pass
     try:

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from thinkflow import jsonout
 from thinkflow.atomic import clean_stale_temp_files
 from thinkflow.errors import TraceError
 from thinkflow.redaction import Redactor
@@ -176,9 +177,9 @@ class TraceWriter:
         data = event.to_dict() if hasattr(event, "to_dict") else dict(event)
         try:
             data, commit = self._requests.encode_event(data)
-            line = json.dumps(data, default=_default, ensure_ascii=False)
+            line = jsonout.dumps(data, default=_default, ensure_ascii=False)
             if any(secret in line for secret in self._escaped):  # rare: redact the structure, then re-encode
-                line = json.dumps(self.redact(json.loads(line)), ensure_ascii=False)
+                line = jsonout.dumps(self.redact(json.loads(line)), ensure_ascii=False)
             self._file.write(line + "\n")
             kind = data.get("type")
             if kind == "subagent_event" and isinstance(data.get("event"), dict):

@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Route
 
+from thinkflow import jsonout
 from thinkflow.serve.http import ApiError, field, parse_json_object, unknown_fields
 from thinkflow.serve.stream import RunEventStream, sse
 
@@ -107,7 +108,7 @@ async def start_run(request: Request) -> Any:
         result = await manager.wait(handle, watcher)
     finally:
         watcher.cancel()
-    return JSONResponse(result, headers={"x-run-id": handle.run_id})
+    return JSONResponse(jsonout.finite(result), headers={"x-run-id": handle.run_id})
 
 
 def _run_id(request: Request) -> str:
@@ -183,11 +184,11 @@ async def get_run(request: Request) -> JSONResponse:
     run_id = _run_id(request)
     handle = manager.get(run_id)
     if handle is not None:
-        return JSONResponse(handle.summary())
+        return JSONResponse(jsonout.finite(handle.summary()))
     summary = trace_summary(_trace_file(manager, run_id))
     if summary is None:
         raise ApiError(404, "unknown_run", f"no run '{run_id}'", "list runs with GET /api/runs")
-    return JSONResponse(summary)
+    return JSONResponse(jsonout.finite(summary))
 
 
 async def _finished_events(request: Request) -> tuple[str, list[dict[str, Any]]]:

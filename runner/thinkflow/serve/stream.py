@@ -9,8 +9,9 @@ SSE format: https://html.spec.whatwg.org/multipage/server-sent-events.html
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any, Callable, Iterable
+
+from thinkflow import jsonout
 
 KEEPALIVE_S = 15.0
 
@@ -20,7 +21,7 @@ Render = Callable[[dict[str, Any]], Iterable[bytes]]
 def sse(data: Any, event: str | None = None) -> bytes:
     """One SSE message: an optional ``event:`` line, then ``data:`` with ``data`` as one line of JSON (or the
     string as is), then a blank line."""
-    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = data if isinstance(data, str) else jsonout.dumps(data, ensure_ascii=False, separators=(",", ":"))
     head = f"event: {event}\n" if event else ""
     return (head + "".join(f"data: {line}\n" for line in text.split("\n")) + "\n").encode("utf-8")
 

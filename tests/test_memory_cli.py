@@ -102,3 +102,24 @@ def test_import_bad_file_names_the_line(agent, tmp_path):
     result = run("memory", "import", str(bad), "--agent", str(agent))
     assert result.exit_code == 1
     assert f'error: {bad}:2: expected a JSON object with "content", got list' in " ".join(result.output.split())
+
+
+def test_cache_clear_embeddings_removes_exports_but_not_one_being_written(tmp_path, monkeypatch):
+    from filelock import FileLock
+
+    monkeypatch.setenv("THINKFLOW_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "cache" / "embeddings"
+    folder.mkdir(parents=True)
+    (folder / "old-1-torch2-onnx1.onnx").write_bytes(b"x" * 1000)
+    (folder / "old-1-torch2-onnx1.onnx.json").write_text("{}", encoding="utf-8")
+    (folder / "busy-2-torch2-onnx1.onnx").write_bytes(b"y" * 10)
+    (folder / "notes.txt").write_text("keep", encoding="utf-8")
+    with FileLock(str(folder / "busy-2-torch2-onnx1.onnx") + ".lock"):  # another process exporting it
+        result = CliRunner().invoke(main, ["cache", "clear", "--embeddings", "--dir", str(tmp_path / "responses")])
+    assert result.exit_code == 0, result.output
+    assert "removed 2 embedding export files (0.0 MB)" in result.output
+    assert sorted(p.name for p in folder.iterdir()) == ["busy-2-torch2-onnx1.onnx", "busy-2-torch2-onnx1.onnx.lock",
+                                                        "notes.txt"]
+    again = CliRunner().invoke(main, ["cache", "clear", "--embeddings", "--dir", str(tmp_path / "responses")])
+    assert "removed 1 embedding export file (0.0 MB)" in again.output
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]

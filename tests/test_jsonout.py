@@ -57,3 +57,30 @@ def test_a_tool_result_holding_nan_keeps_the_trace_strict_json(tmp_path):
     lines = path.read_text(encoding="utf-8").splitlines()
     assert strict(lines[0])["data"] == {"mean": "NaN", "max": "Infinity"}
     assert read_trace(path)[0]["observation"] == "mean: nan"
+
+
+def test_keys_values_behind_default_and_too_long_integers_are_made_writable():
+    class Stat:
+        def to_dict(self):
+            return {"v": math.nan}
+
+    default = lambda o: o.to_dict() if hasattr(o, "to_dict") else sorted(o, key=repr)  # noqa: E731
+    text = jsonout.dumps({math.nan: 1, math.inf: 2, "o": Stat(), "s": {math.nan, 1.5}, "n": 10 ** 5000},
+                         default=default)
+    assert strict(text) == {"NaN": 1, "Infinity": 2, "o": {"v": "NaN"}, "s": [1.5, "NaN"],
+                            "n": "<an integer of about 5001 digits>"}
+    assert jsonout.dumps(10 ** 4000) == str(10 ** 4000)  # within CPython's limit: the number itself
+
+
+def test_a_python_tool_returning_a_huge_integer_or_nan_is_an_ok_observation():
+    from thinkflow.tools.python import result_text
+
+    assert result_text(10 ** 5000) == '"<an integer of about 5001 digits>"'
+    assert result_text({"mean": math.nan}) == '{"mean": "NaN"}'
+    assert result_text({10 ** 5000: 1}) == '{"<an integer of about 5001 digits>": 1}'
+
+    class Opaque:
+        def __repr__(self):
+            return repr(10 ** 5000)
+
+    assert result_text(Opaque()).startswith("(a Opaque that cannot be shown as text: Exceeds the limit")

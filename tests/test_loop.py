@@ -892,6 +892,10 @@ PARAMS = {"query_data": {"type": "object", "properties": {
     ("Units of Mousepad?", [{}], []),  # whole words only
     ("Weather in the West?", [], []),  # query_data was not called
     ("Sales of Mouse or Laptop?", [{"product": "Mouse"}], [("query_data", "product", "Laptop")]),  # joined
+    ("Total units of all products except Mouse?", [{"product": "all"}], []),  # excluded, not asked for
+    ("Units without Mouse in the West?", [{"region": "West"}], []),
+    ("Units of Mouse in the West?", [{"filters": {"region": "West", "product": "Mouse"}}], []),  # nested
+    ("Units of Mouse in the West?", [{"filters": [{"region": "West"}]}], [("query_data", "product", "Mouse")]),
 ])
 def test_unused_values_reads_enum_values_of_the_question(question, calls, found):
     from thinkflow.model.messages import ToolCall
@@ -932,6 +936,21 @@ def test_values_listed_with_a_called_value(question, city, listed):
     from thinkflow.run.question_values import _words, listed_with
 
     assert listed_with(_words(question), city) == listed
+
+
+def test_a_value_listed_with_another_tools_value_is_used_when_that_tool_used_it():
+    """Review finding: "the weather in Oslo and the Reuters headlines" paired Oslo (weather) with Reuters, which
+    the headlines call used; only an item no call of any tool used is missing."""
+    from thinkflow.model.messages import ToolCall
+    from thinkflow.run.question_values import unused_values
+    from thinkflow.run.step import CallOutcome
+
+    calls = [CallOutcome(ToolCall("c1", "weather", {"city": "Oslo"}), "ok", "12 C"),
+             CallOutcome(ToolCall("c2", "headlines", {"source": "Reuters"}), "ok", "Markets rally")]
+    question = "What's the weather in Oslo and the Reuters headlines today?"
+    assert unused_values(question, calls, {}) == []
+    assert unused_values("Weather in Oslo and Bergen, and the Reuters headlines", calls, {}) == [
+        ("weather", "city", "Bergen")]
 
 
 def test_the_question_is_read_up_to_a_word_boundary():

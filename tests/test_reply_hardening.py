@@ -514,10 +514,29 @@ def test_near_json_arguments_never_repair_into_a_non_finite_float():
         assert not json_limits.non_finite(value), (raw, value)
 
 
-def test_a_python_style_call_with_1e999_is_not_a_call_with_inf():
-    for style in STYLES:
-        action = parse("search(query=1e999)", style)
-        assert not (isinstance(action, ToolAction) and action.calls[0].arguments == {"query": float("inf")}), style
+@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("reply", [
+    "search(query=1e999)",
+    'search({"query": NaN})',
+    '{"actions": [{"action": "search", "action_input": {"query": "ok"}}, '
+    '{"action": "search", "action_input": {"query": NaN}}]}',
+    '{"actions": [{"action": "search", "action_input": {"query": Infinity}}, '
+    '{"action": "final_answer", "action_input": "42"}]}',
+    "{thought: 't', action: 'search', action_input: {query: 1e999}}",
+])
+def test_a_reply_whose_action_holds_a_non_finite_number_is_refused_whole(reply, style):
+    """Not the rest of it taken alone (the valid call beside it, the final answer after it), not the raw text as
+    the answer: the model is told which numbers JSON cannot carry."""
+    if reply.startswith("{thought:") and style != "json":
+        return  # near-JSON (unquoted keys) is repaired only in the json style; elsewhere it is prose
+    action = parse(reply, style)
+    assert isinstance(action, ParseFailure), (style, action)
+    assert "NaN, Infinity or a number beyond about 1.8e308" in action.error
+
+
+def test_prose_about_nan_in_native_style_is_still_an_answer():
+    reply = 'JSON has no NaN: JSON.parse(\'{"a": NaN}\') throws a SyntaxError.'
+    assert isinstance(parse(reply, "native"), FinalAnswer)
 
 
 def test_the_loop_tells_the_model_and_the_trace_stays_strict_json(openai_server, tmp_path):
@@ -529,3 +548,20 @@ def test_the_loop_tells_the_model_and_the_trace_stays_strict_json(openai_server,
     assert result.answer == "gave up"
     for line in result.trace_path.read_text(encoding="utf-8").splitlines():
         json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in the trace"))
+
+
+@pytest.mark.parametrize("answer", ['{"mean": NaN}', '{"mean": 1e999}', 'Here: {"mean": -Infinity}'])
+def test_a_structured_answer_with_a_non_finite_number_is_told_why(answer):
+    schema = {"type": "object", "properties": {"mean": {"type": ["number", "null"]}}, "required": ["mean"]}
+    value, problem = check_output(FinalAnswer(answer), schema)
+    assert value is None and problem.startswith("the answer holds NaN, Infinity or a number beyond about 1.8e308")
+    assert check_output(FinalAnswer('{"mean": null}'), schema) == ({"mean": None}, None)
+
+
+def test_a_reply_litellm_itself_cannot_read_is_not_called_a_server_outage(openai_server, tmp_path):
+    """A 200 reply whose tool-call arguments hold a 5,000-digit integer: LiteLLM's own response conversion fails
+    ("Invalid response object"). That is no HTTP 500 to retry later; the message says what it is."""
+    openai_server.push(tool_calls([("calculator", '{"expression": ' + "1" * 5000 + "}", "c1")]))
+    result, _ = go(make_spec(openai_server, tmp_path, retry_after_error=False), "x", tmp_path)
+    assert result.status == "model_error"
+    assert "LiteLLM could not read openai/test's reply" in result.error and "HTTP 500" not in result.error

@@ -4,36 +4,67 @@ Python's ``json.dumps`` writes a float NaN or infinity as the bare words ``NaN``
 reader accepts (``jq``, JavaScript's ``JSON.parse``, Go's ``encoding/json``), and Starlette's ``JSONResponse``
 refuses them with a ``ValueError`` (a 500). Such a number can still come from a tool (pandas' mean of an empty
 column, a Python tool's ``float("nan")``, an HTTP API that sends ``NaN``); here it is written as the string
-``"NaN"``, ``"Infinity"`` or ``"-Infinity"``. A leaf: stdlib only.
+``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` (also as a dict key). An integer too long for CPython to turn into
+text (over :data:`MAX_INT_DIGITS` digits: ``json.dumps`` and ``str`` raise ``ValueError``) is written as a short
+description, ``"<an integer of about 5001 digits>"``. A leaf: stdlib only.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any
+import sys
+from typing import Any, Callable
+
+MAX_INT_DIGITS = 4300
+"""CPython's default limit on the digits of an int turned into text (``sys.get_int_max_str_digits``)."""
+_LOG10_2 = math.log10(2)
+
+
+def _limit() -> int:
+    get = getattr(sys, "get_int_max_str_digits", None)
+    return (get() or 0) if get else 0
+
+
+def big_int_text(value: int) -> str | None:
+    """``"<an integer of about N digits>"`` when ``value`` has too many digits to print, else None."""
+    limit = _limit()
+    if not limit or value.bit_length() * _LOG10_2 < limit - 1:
+        return None
+    digits = int(value.bit_length() * _LOG10_2) + 1
+    return f"<an integer of about {digits} digits>" if digits > limit else None
 
 
 def finite(value: Any) -> Any:
-    """A copy of ``value`` (dicts, lists, tuples as lists, scalars) with each NaN or infinite float replaced by the
-    string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``; other values are returned as they are."""
-    if isinstance(value, float) and not math.isfinite(value):
+    """A copy of ``value`` (dicts, lists, tuples and sets as lists, scalars) with each NaN or infinite float, as a
+    value or a dict key, replaced by ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, and each integer too long to
+    print by :func:`big_int_text`; other values are returned as they are. Iterative on nesting depth is not
+    promised: a value nested beyond Python's recursion limit raises ``RecursionError``."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return big_int_text(value) or value
     if isinstance(value, dict):
-        return {key: finite(item) for key, item in value.items()}
+        return {finite(key) if isinstance(key, (float, int)) else key: finite(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [finite(item) for item in value]
+    if isinstance(value, (set, frozenset)):
+        return [finite(item) for item in sorted(value, key=repr)]
     return value
 
 
-def dumps(value: Any, **options: Any) -> str:
-    """``json.dumps(value, **options)`` that never writes ``NaN`` or ``Infinity`` (see :func:`finite`). The common
-    case costs one encoding; only a value holding such a float is walked and encoded again. Raises what
-    ``json.dumps`` raises otherwise (``TypeError`` for a value it cannot encode)."""
+def dumps(value: Any, *, default: Callable[[Any], Any] | None = None, **options: Any) -> str:
+    """``json.dumps(value, default=default, **options)`` that never writes ``NaN`` or ``Infinity`` and never fails on
+    a long integer (see :func:`finite`; what ``default`` returns is made finite too). The common case costs one
+    encoding; only a value that needs it is walked and encoded again. Raises what ``json.dumps`` raises otherwise
+    (``TypeError`` for a value it cannot encode, ``ValueError`` for a circular reference, ``RecursionError``)."""
     options.pop("allow_nan", None)
+    hook = (lambda obj: finite(default(obj))) if default is not None else None
     try:
-        return json.dumps(value, allow_nan=False, **options)
+        return json.dumps(value, allow_nan=False, default=hook, **options)
     except ValueError as error:
-        if "Out of range float" not in str(error):
+        if "Circular reference" in str(error):
             raise
-        return json.dumps(finite(value), allow_nan=False, **options)
+        return json.dumps(finite(value), allow_nan=False, default=hook, **options)

@@ -209,6 +209,10 @@ def map_error(exc: Exception, *, model: str, provider: str, api_base: str | None
     if isinstance(exc, kinds.rate_limit) or status == 429:
         return RateLimitError(f"{provider or model} kept rate-limiting {model}{tried}: {detail}", model=model,
                               hint="wait and run again, raise model.num_retries, or add model.fallbacks")
+    if "Invalid response object" in detail:  # LiteLLM could not read a 200 reply (e.g. a 5,000-digit number in it)
+        return ModelError(f"LiteLLM could not read {model}'s reply{tried}: {detail}", model=model,
+                          hint="the server answered, but its reply does not fit OpenAI's response format; the same "
+                               "request fails the same way, so check the server or the model rather than retrying")
     if status is not None and status >= 500:
         return ProviderUnavailableError(f"{provider or model} failed with HTTP {status}{tried}: {detail}",
                                         model=model, hint="try again later, or add model.fallbacks")

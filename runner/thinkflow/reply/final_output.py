@@ -8,12 +8,11 @@ or the first object in it. A mismatch is sent back for repair up to :data:`MAX_O
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from thinkflow.model import json_limits
 from thinkflow.reply.actions import FinalAnswer
-from thinkflow.reply.json_text import iter_json_objects
+from thinkflow.reply.json_text import NUMBER, iter_json_objects
 
 MAX_OUTPUT_REPAIRS = 2
 
@@ -26,24 +25,19 @@ def _extract_json(text: str) -> Any:
     stripped = text.strip()
     try:
         return json_limits.loads(stripped)
+    except json_limits.NumberError:
+        return _NON_FINITE
     except json.JSONDecodeError:
         pass
     except json_limits.NestingError:
         return _MISSING
-    for found in iter_json_objects(stripped):
+    notes: set[str] = set()
+    for found in iter_json_objects(stripped, notes):
         return found.value
-    return _MISSING
+    return _NON_FINITE if NUMBER in notes else _MISSING
 
 
-def _finite(value: Any) -> bool:
-    """False when ``value`` holds a NaN or infinite float anywhere (nesting is bounded by the reader)."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, dict):
-        return all(_finite(v) for v in value.values())
-    if isinstance(value, list):
-        return all(_finite(v) for v in value)
-    return True
+_NON_FINITE = object()  # JSON but for a NaN, Infinity or a number past the float range
 
 
 def check_output(action: FinalAnswer, schema: dict[str, Any]) -> tuple[Any, str | None]:
@@ -54,8 +48,9 @@ def check_output(action: FinalAnswer, schema: dict[str, Any]) -> tuple[Any, str 
     value = action.data if isinstance(action.data, (dict, list)) else _extract_json(action.text)
     if value is _MISSING:
         return None, "the answer is not JSON"
-    if not _finite(value):  # Python's JSON reader takes NaN and Infinity; JSON has neither
-        return None, "the answer holds NaN or Infinity, which JSON does not allow"
+    if value is _NON_FINITE or json_limits.non_finite(value):  # JSON has neither NaN nor Infinity
+        return None, ("the answer holds NaN, Infinity or a number beyond about 1.8e308, which JSON does not allow: "
+                      "write a finite number or null")
     errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
     if not errors:
         return value, None

@@ -48,6 +48,17 @@ BOUNDED = "bounded"
 """Note: the search stopped at one of its bounds."""
 NUMBER = "number"
 """Note: a JSON value holding NaN, Infinity or a number beyond the float range was skipped (JSON has none)."""
+ACTION_NUMBER = "action-number"
+"""Note: such a value was (or held) an action: an ``action``/``actions``/``action_input``/``arguments`` key, or a
+Python-style call. The reply is refused whole, so the other actions beside it are not taken alone."""
+_ACTION_KEY = re.compile(r"""["']?\b(?:actions?|action_input|arguments|tool_calls?)\b["']?\s*:""")
+
+
+def note_number(notes: set[str], text: str, start: int, end: int) -> None:
+    """Add :data:`NUMBER` to ``notes``, and :data:`ACTION_NUMBER` when ``text[start:end]`` names an action key."""
+    notes.add(NUMBER)
+    if _ACTION_KEY.search(text, start, end):
+        notes.add(ACTION_NUMBER)
 
 
 @dataclass(frozen=True)
@@ -101,8 +112,11 @@ def iter_json_objects(text: str, notes: set[str] | None = None) -> Iterator[Foun
         try:
             return json_limits.raw_decode(text, pos)
         except json_limits.NumberError:
-            notes.add(NUMBER)
-            budget -= 1
+            limit = max(1, min(budget, json_limits.MAX_REPAIR_CHARS))
+            end, _, _ = json_limits.scan_end(text, pos, limit=limit)
+            stop = end if end is not None else min(len(text), pos + limit)
+            note_number(notes, text, pos, stop)
+            budget -= max(stop - pos, 1)
         except json.JSONDecodeError as error:
             budget -= max(error.pos - pos, 1)
         except json_limits.NestingError:
@@ -199,10 +213,16 @@ def repair_objects(text: str, notes: set[str] | None = None) -> Iterator[Found]:
         repair_left -= end - start
         repairs_left -= 1
         value = _repair(text[start:end])
+        if value is _NON_FINITE:
+            note_number(notes, text, start, end)
+            continue
         if isinstance(value, list) and value and isinstance(value[0], dict):
             value = value[0]
         if isinstance(value, dict) and value and not json_limits.too_deep(value):
             yield Found(value, start, end, False, False)
+
+
+_NON_FINITE = object()  # what _repair returns for a value holding NaN or Infinity
 
 
 def _repair(chunk: str) -> Any:
@@ -212,7 +232,7 @@ def _repair(chunk: str) -> Any:
         value = json_repair.loads(chunk)
     except Exception:  # noqa: BLE001 - a third-party repair of untrusted text: any failure means "nothing here"
         return None
-    return None if json_limits.non_finite(value) else value  # NaN or Infinity: JSON has no such number
+    return _NON_FINITE if json_limits.non_finite(value) else value  # NaN or Infinity: JSON has no such number
 
 
 def cut_fence(chunk: str) -> str:

@@ -80,7 +80,7 @@ from thinkflow.reply.actions import (
     required_params,
     tool_from_input,
 )
-from thinkflow.reply.json_text import DEEP, NUMBER, JsonObjects, iter_json_objects, repair_objects  # noqa: F401 (re-export)
+from thinkflow.reply.json_text import ACTION_NUMBER, DEEP, NUMBER, JsonObjects, iter_json_objects, repair_objects  # noqa: F401 (re-export)
 from thinkflow.model.messages import ToolCall
 from thinkflow.model import json_limits
 from thinkflow.model.json_limits import MAX_DEPTH
@@ -155,6 +155,10 @@ def _parse(text: Any, tool_calls: Sequence[ToolCall], style: Style, tools: Mappi
     # Rule 4: the style's own format.
     objects = JsonObjects(body)
     notes = objects.notes
+    for _ in objects:  # the whole strict scan first (bounded, kept): a value refused for its numbers taints the reply
+        pass
+    if _number_refused(notes, style):
+        return failure(style, names, NUMBER_ERROR, thought=reasoning)
     if style == "json":
         action = _parse_json_action(body, objects, style, tools, reasoning)
         if action is not None:
@@ -174,13 +178,12 @@ def _parse(text: Any, tool_calls: Sequence[ToolCall], style: Style, tools: Mappi
             return action
 
     # Rule 6.
+    if _number_refused(notes, style):
+        return failure(style, names, NUMBER_ERROR, thought=reasoning)
     if DEEP in notes:
         return failure(style, names, f"the reply holds JSON nested deeper than {MAX_DEPTH} levels", thought=reasoning)
     if style == "native" or not has_format_markers(body):
         return FinalAnswer(strip_final_label(body).strip(), thought=reasoning)
-    if style == "json" and NUMBER in notes:
-        return failure(style, names, "the reply's JSON holds NaN, Infinity or a number beyond about 1.8e308, which "
-                       "JSON does not allow: write a finite number, or the value as a string", thought=reasoning)
     if style == "json":
         return failure(style, names, "no JSON object with an \"action\" key was found", thought=reasoning)
     return failure(style, names, "no 'Action:' or 'Final Answer:' line was found", thought=reasoning)
@@ -239,6 +242,15 @@ def _echoed_schema(action: FinalAnswer, tools: Mapping[str, Any]) -> dict[str, A
     offered = [set((schema or {}).get("properties") or {}) for schema in tools.values() if isinstance(schema, dict)]
     copied = bool(names) and any(names == own or len(names) >= 2 and names < own for own in offered)  # all or part
     return value if names == {"answer"} or copied else None
+
+
+NUMBER_ERROR = ("the reply's JSON holds NaN, Infinity or a number beyond about 1.8e308, which JSON does not allow: "
+                "write a finite number, or the value as a string")
+
+
+def _number_refused(notes: set[str], style: Style) -> bool:
+    """A value refused for its numbers was an action (any style), or any JSON value of a json-style reply."""
+    return ACTION_NUMBER in notes or (style == "json" and NUMBER in notes)
 
 
 def _json_object(text: str) -> Any:

@@ -17,7 +17,7 @@ from thinkflow.model import json_limits
 from thinkflow.model.messages import ArgumentsError, ToolCall
 from thinkflow.reply.actions import (Action, FinalAnswer, Style, ToolAction, arguments_failure, decode_input,
                                      describe_keys, is_final_name, match_tool_name, new_call_id)
-from thinkflow.reply.json_text import JsonObjects
+from thinkflow.reply.json_text import ACTION_NUMBER, NUMBER, JsonObjects
 
 
 def as_text(content: Any) -> str:
@@ -154,7 +154,7 @@ def _json_ready(value: Any) -> Any:
     """``value`` (from :func:`ast.literal_eval`) as JSON data: tuples become lists; sets, bytes, complex numbers,
     infinite floats and non-string keys raise ValueError."""
     if isinstance(value, float) and not math.isfinite(value):  # 1e999 reads as inf: JSON has no such number
-        raise ValueError(f"{value} is not a JSON number")
+        raise _NotJsonNumber(f"{value} is not a JSON number")
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, (list, tuple)):
@@ -164,13 +164,19 @@ def _json_ready(value: Any) -> Any:
     raise ValueError(f"{type(value).__name__} is not a JSON value")
 
 
-def call_expression(body: str) -> tuple[str, list[Any], dict[str, Any], bool] | None:
+class _NotJsonNumber(ValueError):
+    """A literal of a Python-style call is a float JSON cannot carry (``1e999`` reads as infinity)."""
+
+
+def call_expression(body: str, notes: set[str] | None = None) -> tuple[str, list[Any], dict[str, Any], bool] | None:
     """``(name, positional, keywords, parenthesised)`` when the whole of ``body`` is one call ``name(...)`` of
     literals (``parenthesised``), or a name alone on a line (or before a colon) then one JSON object
     (``final_answer\n{"answer": "..."}``: one positional).
     The parentheses hold one JSON value, else Python literals read with :func:`ast.literal_eval` (never executed)
     that are JSON data; anything else -- names, expressions, ``*args``, sets, nesting past Python's limit -- is
-    None. Linear in ``body``; longer than :data:`MAX_CALL_EXPRESSION` characters: None."""
+    None. Linear in ``body``; longer than :data:`MAX_CALL_EXPRESSION` characters: None. A call whose literals hold
+    NaN, Infinity or a float past the float range is None with :data:`~thinkflow.reply.json_text.ACTION_NUMBER`
+    added to ``notes``."""
     if len(body) > MAX_CALL_EXPRESSION:
         return None
     text = _unfenced(body)
@@ -185,6 +191,9 @@ def call_expression(body: str) -> tuple[str, list[Any], dict[str, Any], bool] | 
         name, inner, parenthesised = head.group(1), rest, False
     try:  # one JSON value, the usual spelling: final_answer({"answer": "...", "done": true})
         return name, [json_limits.loads(inner, check_depth=False)], {}, parenthesised  # depth: checked with the arguments
+    except json_limits.NumberError:
+        _note_number(notes)
+        return None
     except (ValueError, RecursionError):
         pass
     try:
@@ -194,8 +203,16 @@ def call_expression(body: str) -> tuple[str, list[Any], dict[str, Any], bool] | 
             return None
         return (name, [_json_ready(ast.literal_eval(a)) for a in node.args],
                 {str(k.arg): _json_ready(ast.literal_eval(k.value)) for k in node.keywords}, parenthesised)
+    except _NotJsonNumber:
+        _note_number(notes)
+        return None
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return None
+
+
+def _note_number(notes: set[str] | None) -> None:
+    if notes is not None:
+        notes.update((NUMBER, ACTION_NUMBER))
 
 
 def call_arguments(positional: list[Any], keywords: dict[str, Any], schema: Any) -> dict[str, Any] | str:
@@ -228,7 +245,7 @@ def recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Map
             errors[call_id] = f"{error}. Expected a JSON object with: {describe_keys(tools.get(name))}."
         calls.append(ToolCall(call_id, name, args))
 
-    expression = call_expression(body)
+    expression = call_expression(body, objects.notes)
     if expression is not None:
         raw_name, positional, keywords, parenthesised = expression
         name = match_tool_name(raw_name, names)

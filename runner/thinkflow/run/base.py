@@ -291,6 +291,9 @@ class RunBase:
                 self.emit(ev.RunWarning(f"the session was not saved: {failure}", code="session_write"))
         if status == "completed":
             self._remember(answer, tool_results)
+        if self.trace is not None and self.trace.error is not None:
+            self.emit(ev.RunWarning(f"the trace is incomplete: an event could not be written ({self.trace.error})",
+                                    code="trace_write"))
         self.emit(ev.RunFinished(
             run_id=self.run_id, status=status, answer=answer, steps=steps, tool_calls=tool_calls,
             usage=self.budget.usage.to_dict(), duration_s=round(duration, 3), error=error,

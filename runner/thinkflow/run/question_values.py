@@ -15,8 +15,10 @@ only, or "the temperature in Oslo and in Bergen" from a call for Oslo alone, and
   value is capitalised in the question, file-like words (a ``.`` or ``/`` inside) when the value is one; any other
   value lists nothing ("notes.txt and summarize", "oslo, please").
 
-A value counts as used when any string argument of an ``ok`` call of that tool holds it as a whole word, in any
-case (``product: "Mouse"`` or ``filter: "product == Mouse"``).
+A value counts as used when any string argument of an ``ok`` call of that tool (nested ones too: ``filters:
+{"region": "West"}``) holds it as a whole word, in any case (``product: "Mouse"`` or ``filter: "product ==
+Mouse"``); a listed value, when a call of any tool holds it ("the weather in Oslo and the Reuters headlines"). An
+enum value just after "except", "without", "not" (:data:`_EXCLUDING`) is one the question leaves out.
 
 Cost: the question's first :data:`SCAN_CHARS` characters (cut at a space) are split into words once; each distinct
 argument value (at most :data:`MAX_VALUES`) is looked for at its first :data:`MAX_OCCURRENCES` places, and a list
@@ -70,10 +72,11 @@ def unused_values(question: str, calls: Sequence[CallOutcome],
     words = _words(question)
     ok = [c.call for c in calls if c.status == "ok"]
     found: list[tuple[str, str, str]] = []
+    any_used_text = "\n".join(v[:10_000] for call in ok for v in _strings(call.arguments))
     for tool in dict.fromkeys(call.name for call in ok):
         mine = [call for call in ok if call.name == tool]
         used = [v for call in mine for v in call.arguments.values() if isinstance(v, str)]
-        used_text = "\n".join(v[:10_000] for v in used)
+        used_text = "\n".join(v[:10_000] for call in mine for v in _strings(call.arguments))
         schema = tool_params.get(tool)
         properties = schema.get("properties") if isinstance(schema, Mapping) else None
         for param, prop in (properties.items() if isinstance(properties, Mapping) else ()):
@@ -88,10 +91,30 @@ def unused_values(question: str, calls: Sequence[CallOutcome],
         pairs = {(p, v.strip()) for call in mine for p, v in call.arguments.items()
                  if isinstance(p, str) and isinstance(v, str) and 2 <= len(v.strip()) <= 80}
         for param, value in sorted(pairs)[:MAX_VALUES]:
-            for item in listed_with(words, value):
-                if not _holds(used_text, item) and (tool, param, item) not in found:
+            for item in listed_with(words, value):  # used by any tool: "Oslo weather and Reuters headlines"
+                if not _holds(any_used_text, item) and all(item != v for _, _, v in found):  # once, first tool
                     found.append((tool, param, item))
     return found
+
+
+MAX_STRINGS = 200
+"""String arguments read per call, nested ones included (``filters: {"region": "West"}``)."""
+
+
+def _strings(arguments: Any) -> list[str]:
+    """The string values in ``arguments`` (a call's arguments: dicts and lists nested), breadth first, at most
+    :data:`MAX_STRINGS`."""
+    out: list[str] = []
+    queue = [arguments]
+    while queue and len(out) < MAX_STRINGS:
+        item = queue.pop(0)
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, Mapping):
+            queue.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            queue.extend(item[:MAX_STRINGS])
+    return out
 
 
 def listed_with(words: Sequence[str], value: str) -> list[str]:
@@ -190,11 +213,17 @@ def _occurrences(words: Sequence[str], target: Sequence[str], *, case_sensitive:
     return [i for i in range(len(words) - n + 1) if all(same(words[i + k], target[k]) for k in range(n))]
 
 
+_EXCLUDING = frozenset({"except", "excluding", "without", "not", "but", "besides", "exclude", "ignore", "ignoring"})
+"""Words that make the value after them one the question leaves out ("all products except Mouse")."""
+
+
 def _written(words: Sequence[str], value: str) -> bool:
-    """True when ``value`` is in the question as written (case and all), not as a sentence's first word."""
+    """True when ``value`` is in the question as written (case and all), not as a sentence's first word and not
+    just after a word that excludes it (:data:`_EXCLUDING`, up to two words before)."""
     target = _WORD.findall(value)
-    return bool(target) and any(not _sentence_start(words, i)
-                                for i in _occurrences(words, target, case_sensitive=True))
+    return bool(target) and any(
+        not _sentence_start(words, i) and not any(w.lower() in _EXCLUDING for w in words[max(0, i - 2):i])
+        for i in _occurrences(words, target, case_sensitive=True))
 
 
 def _holds(text: str, value: str) -> bool:

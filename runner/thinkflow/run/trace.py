@@ -186,7 +186,7 @@ class TraceWriter:
                 kind = data["event"].get("type")
             if kind in FLUSH_AFTER:
                 self._file.flush()
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, TypeError, RecursionError) as error:
             self.error = error
             return
         if commit is not None:

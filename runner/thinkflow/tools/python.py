@@ -27,7 +27,6 @@ import asyncio
 import dataclasses
 import importlib
 import inspect
-import json
 import os
 import subprocess
 import sys
@@ -38,6 +37,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable
 
+from thinkflow import jsonout
 from thinkflow.errors import ToolError
 from thinkflow.config.spec import ToolSpec
 from thinkflow.tools.base import ToolResult
@@ -85,7 +85,8 @@ def import_entrypoint(value: str, search: list[Path] | None = None) -> Callable[
 
 def result_text(value: Any) -> str:
     """A return value as text: str unchanged, bytes decoded (replacement), None -> "(no output)", dicts, lists
-    and other JSON-able values as JSON, anything else ``str()``."""
+    and other JSON-able values as JSON (:func:`thinkflow.jsonout.dumps`: NaN as ``"NaN"``, a too-long integer
+    described), anything else ``str()``. Never raises."""
     if isinstance(value, str):
         return value
     if value is None:
@@ -93,11 +94,14 @@ def result_text(value: Any) -> str:
     if isinstance(value, (bytes, bytearray)):
         return decode(bytes(value))
     if isinstance(value, (dict, list, tuple, int, float, bool)):
-        try:
-            return json.dumps(value, ensure_ascii=False, default=str)
-        except (TypeError, ValueError):
-            return str(value)
-    return str(value)
+        try:  # NaN as "NaN"; an integer too long to print as "<an integer of about N digits>"
+            return jsonout.dumps(value, ensure_ascii=False, default=str)
+        except (TypeError, ValueError, RecursionError):
+            pass
+    try:
+        return str(value)
+    except (ValueError, RecursionError) as error:  # str() of a structure holding a too-long integer
+        return f"(a {type(value).__name__} that cannot be shown as text: {error})"
 
 
 def error_result(exc: BaseException) -> ToolResult:

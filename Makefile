@@ -50,12 +50,13 @@ fuzz: setup-test
 # Regenerate the locks after changing dependencies in pyproject.toml. pip runs with no configuration file and
 # no local wheel folder (PIP_CONFIG_FILE=/dev/null), so every pin is a release PyPI itself serves; pins already
 # in a lock are kept unless `make lock UPGRADE=--upgrade`.
-PIP_COMPILE = env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null $(TEST_BIN)/pip-compile --quiet --generate-hashes --build-deps-for editable \
+PIP_COMPILE_ANY = env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null $(TEST_BIN)/pip-compile --quiet --generate-hashes \
 	--allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links $(UPGRADE)
+PIP_COMPILE = $(PIP_COMPILE_ANY) --build-deps-for editable
 lock: setup-test
 	$(PIP_COMPILE) --extra local,data -o requirements.lock pyproject.toml
 	$(PIP_COMPILE) --all-extras -o requirements-dev.lock pyproject.toml
-	$(PIP_COMPILE) -o requirements-pip.lock requirements-pip.in
+	$(PIP_COMPILE_ANY) -o requirements-pip.lock requirements-pip.in
 
 clean:
 	rm -rf $(VENV) $(TEST_VENV) .thinkflow

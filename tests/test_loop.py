@@ -1027,6 +1027,10 @@ def test_an_answer_pointing_at_the_tool_output_is_sent_back_once(openai_server, 
     ("I'm unable to determine the stock level.", True, False),
     ("To get the amount we can use the formula for compound interest: A = P(1 + r)^t", False, True),
     ("Using the quadratic equation, x = 2.", False, True),
+    ("We can use the following Python code: def fibonacci(n): ... When you run this code, it will output 121393.",
+     False, True),
+    ("Execute the above script to get the count.", False, True),
+    ("The code you sent runs fine.", False, False),
     ("The capital of France is Paris.", False, False),
     ("Hello! I am an assistant. I don't have feelings, but I am glad to help.", False, False),
     ("Blue and yellow make green.", False, False),
@@ -1034,6 +1038,21 @@ def test_an_answer_pointing_at_the_tool_output_is_sent_back_once(openai_server, 
 ])
 def test_the_answer_text_checks_read_an_answer_given_without_the_tools(answer, missing, by_hand):
     assert (says_data_missing(answer), works_by_hand(answer)) == (missing, by_hand)
+
+
+def test_an_answer_that_hands_over_code_asks_for_the_tool_it_names_first():
+    """Suite ``python-fibonacci`` (run 12): code for the user to run and a wrong number, no call of the offered
+    ``fibonacci`` tool; sent back naming that tool before the calculator."""
+    from thinkflow.model.messages import ModelReply
+    from thinkflow.run.answer_checks import AnswerChecks
+
+    answer = ("To find it:\n```python\ndef fibonacci(n):\n    return n if n <= 1 else fibonacci(n-1) + fibonacci(n-2)\n"
+              "```\nWhen you run this code, it will output 121393.")
+    checks = AnswerChecks(LoopSpec(), Path("."))
+    review = checks.review(answer, ModelReply(text=answer), [], [], tool_names=["fibonacci", "calculator"])
+    assert (review.code, review.needs_call) == ("worked_by_hand", True)
+    assert review.request == worked_by_hand_request(["fibonacci", "calculator"])
+    assert checks.review(answer, ModelReply(text=answer), [], [], tool_names=["read_file", "get_weather"]) is None
 
 
 def test_an_answer_worked_out_by_hand_is_sent_back_and_the_next_json_reply_must_call(openai_server, tmp_path):

@@ -106,8 +106,12 @@ _FAILURE = re.compile(
 """An answer about a failure ("the file does not exist", "there are no widgets in stock")."""
 
 _BY_HAND = re.compile(r"\b(?:use|apply|using|applying)\s+(?:the\s+)?(?:following\s+)?(?:\w+\s+){0,3}?"
-                      r"(?:formula|equation)s?\b", re.I)
-"""An answer that works a computation out by hand ("we can use the formula for compound interest")."""
+                      r"(?:formula|equation)s?\b"
+                      r"|\b(?:run|runs|running|execute|executing|use)\s+(?:this|the\s+following|the\s+above)\s+"
+                      r"(?:\w+\s+)?(?:code|script|program|snippet|function)\b", re.I)
+"""An answer that works a computation out by hand ("we can use the formula for compound interest") or hands the
+user code to run instead of the result ("When you run this code, it will output ...": suite
+``python-fibonacci``, run 12, a wrong number beside the code)."""
 
 _POINTER = re.compile(
     r"\b(?:is|are)\s+(?:shown|listed|displayed|printed|provided|included|contained|given)\s+in\s+the\s+"
@@ -219,6 +223,8 @@ class AnswerChecks:
             yield ("no_tool_tried", "the answer says the information it needs is missing, but no tool was called",
                    no_tool_tried_request(tool_names, named), bool(named))
         computing = [n for n in tool_names if _COMPUTES.search(n)]
+        if not previous_calls and tool_names and works_by_hand(answer):  # a tool the answer names first
+            computing = list(dict.fromkeys([*tools_named_in(answer, tool_names), *computing]))
         if not previous_calls and computing and works_by_hand(answer):
             yield ("worked_by_hand", "the answer works a formula out by hand, but no tool was called",
                    worked_by_hand_request(computing), True)

@@ -864,7 +864,7 @@ def test_a_value_the_question_names_and_no_call_used_is_sent_back(openai_server,
     assert "product 'Mouse'" in request["content"]
     # the call to make, spelled out: the last call's arguments and the missing one (not the missing one alone)
     assert request["content"].endswith('Call query_data with these arguments: {"path": "sales.csv", "column": '
-                                       '"units", "region": "West", "product": "Mouse"}, then answer from its result.')
+                                       '"units", "region": "West", "product": "Mouse"}, then answer the whole question from the results of all your calls.')
     tool_results = [m["content"] for m in openai_server.requests[3]["messages"] if m["role"] == "tool"]
     assert tool_results[-1].split()[-1] == "3"  # the second call's result: West and Mouse only
 
@@ -978,7 +978,7 @@ def test_an_answer_for_two_files_after_a_call_for_one_is_sent_back(openai_server
     assert (result.answer, result.tool_calls) == ("buy milk; call mum", 2)
     assert [(e.code, e.step) for e in events if e.type == "warning"] == [("unused_value", 2)]
     assert openai_server.requests[2]["messages"][-1]["content"].endswith(
-        'Call read_file with these arguments: {"path": "todo.txt"}, then answer from its result.')
+        'Call read_file with these arguments: {"path": "todo.txt"}, then answer the whole question from the results of all your calls.')
     assert openai_server.requests[3]["messages"][-1]["content"] == "call mum"
 
 
@@ -1005,7 +1005,7 @@ def test_a_request_after_a_json_observation_joins_it(openai_server, tmp_path):
     roles = [m["role"] for m in openai_server.requests[2]["messages"]]
     assert all(a != b for a, b in zip(roles, roles[1:])), roles
     assert openai_server.requests[2]["messages"][-1]["content"].endswith(
-        'Call read_file with these arguments: {"path": "b.txt"}, then answer from its result.')
+        'Call read_file with these arguments: {"path": "b.txt"}, then answer the whole question from the results of all your calls.')
     assert "gamma" not in json.dumps(openai_server.requests[2]["messages"])
 
 
@@ -1443,7 +1443,7 @@ def test_the_suggested_call_is_cut_to_the_missing_argument_when_long():
     calls = [CallOutcome(ToolCall("c1", "weather", {"city": "Oslo", "units": "metric"}), "ok", "3 C"),
              CallOutcome(ToolCall("c2", "weather", {"city": "Oslo", "note": "x" * 5000}), "error", "bad")]
     assert unused_value_review("weather", "city", "Bergen", calls)[2].endswith(
-        'these arguments: {"city": "Bergen", "units": "metric"}, then answer from its result.')  # the last ok one
+        'these arguments: {"city": "Bergen", "units": "metric"}, then answer the whole question from the results of all your calls.')  # the last ok one
     calls.append(CallOutcome(ToolCall("c3", "weather", {"city": "Oslo", "note": "x" * 5000}), "ok", "3 C"))
     assert unused_value_review("weather", "city", "Bergen", calls)[2].endswith(
-        'these arguments: {"city": "Bergen"}, then answer from its result.')
+        'these arguments: {"city": "Bergen"}, then answer the whole question from the results of all your calls.')

@@ -249,7 +249,8 @@ def unused_value_review(tool: str, param: str, value: str,
     ``param`` = ``value``, which the question names. The request spells out the call to make: the arguments of the
     last ``ok`` call of ``tool`` in ``calls`` with ``param`` set to ``value`` (a small model asked to "add" an
     argument dropped the others: suite ``csv-west-mouse-units``, run 11, lost ``region: West``), cut to
-    :data:`MAX_SUGGESTED_CHARS`."""
+    :data:`MAX_SUGGESTED_CHARS`. It asks for an answer to the whole question from all the results: after the call
+    for Bergen the model answered with Bergen's temperature alone (suite ``http-two-cities``, run 12)."""
     last = next((c.call.arguments for c in reversed(calls) if c.status == "ok" and c.call.name == tool), {})
     suggested = json.dumps({**last, param: value}, ensure_ascii=False, default=str)
     if len(suggested) > MAX_SUGGESTED_CHARS:
@@ -257,7 +258,7 @@ def unused_value_review(tool: str, param: str, value: str,
     return ("unused_value", f"the question names {param} {value!r}, but no {tool} call used it",
             f"The question names {param} {value!r}, but none of your {tool} calls used it, so the results you "
             f"answered from do not cover {value!r}. Call {tool} with these arguments: {suggested}, then answer "
-            "from its result.", True)
+            "the whole question from the results of all your calls.", True)
 
 
 MAX_SUGGESTED_CHARS = 600

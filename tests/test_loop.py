@@ -1447,3 +1447,24 @@ def test_the_suggested_call_is_cut_to_the_missing_argument_when_long():
     calls.append(CallOutcome(ToolCall("c3", "weather", {"city": "Oslo", "note": "x" * 5000}), "ok", "3 C"))
     assert unused_value_review("weather", "city", "Bergen", calls)[2].endswith(
         'these arguments: {"city": "Bergen"}, then answer the whole question from the results of all your calls.')
+
+
+def test_after_a_repetition_warning_the_next_json_reply_may_only_answer(openai_server, tmp_path):
+    """A small model that repeats a call whose result it already has (suite run 12 re-run: until loop_detected)
+    gets, for one step after the warning, a schema of final_answer alone; the step after offers the tools again."""
+    call = _json_reply("", ("calculator", {"expression": "2*21"}))
+    openai_server.push(text(call), text(call), text(call), text(_json_reply("", ("final_answer", "42"))))
+    spec = make_spec(openai_server, tmp_path, style="json", model="openai/gpt-4o-mini")
+    result, events = go(spec, "2 times 21?", tmp_path)
+    assert (result.status, result.answer) == ("completed", "42")
+    assert [(e.code, e.step) for e in events if e.type == "warning"] == [("repetition", 3)]
+    offered = [_offered_actions(r) for r in openai_server.requests]
+    assert offered == [["final_answer", "calculator"]] * 3 + [["final_answer"]]
+
+
+def test_a_repetition_warning_in_native_style_leaves_the_tools_offered(openai_server, tmp_path):
+    call = tool_calls([("calculator", {"expression": "2*21"})])
+    openai_server.push(call, call, call, text("42"))
+    result, _ = go(make_spec(openai_server, tmp_path), "2 times 21?", tmp_path)
+    assert result.answer == "42"
+    assert all(r.get("tools") for r in openai_server.requests)

@@ -230,11 +230,13 @@ def json_schema_supported(client: Any) -> bool:
 
 
 def style_kwargs(style: str, toolbox: Any, client: Any, *, output_schema: Any = None,
-                 answer_tool: bool = False, call_required: bool = False) -> dict[str, Any]:
+                 answer_tool: bool = False, call_required: bool = False,
+                 answer_required: bool = False) -> dict[str, Any]:
     """The ``complete()`` keyword arguments of ``style``: ``tools`` (native, when there are tools; with
     ``answer_tool``, plus :func:`answer_tool_definition` and ``tool_choice="required"``), ``response_format``
     (json: the :func:`json_action_schema` of the toolbox's tools when the model supports JSON schema, else JSON
-    mode when supported; ``call_required``: a schema without ``final_answer``) or ``stop`` (react)."""
+    mode when supported; ``call_required``: a schema without ``final_answer``; ``answer_required``: a schema of
+    ``final_answer`` alone) or ``stop`` (react)."""
     kwargs: dict[str, Any] = {}
     if style == "native" and answer_tool:
         kwargs["tools"] = [*toolbox.definitions(), answer_tool_definition(output_schema)]
@@ -244,7 +246,7 @@ def style_kwargs(style: str, toolbox: Any, client: Any, *, output_schema: Any = 
     elif style == "json":
         caps = _capabilities(client)
         if getattr(caps, "json_schema", False):
-            schemas = {d["name"]: d.get("parameters") for d in toolbox.describe()}
+            schemas = {} if answer_required else {d["name"]: d.get("parameters") for d in toolbox.describe()}
             kwargs["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "agent_action",

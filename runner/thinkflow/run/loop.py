@@ -121,6 +121,8 @@ class _Run(RunBase, MemorySteps, StyleSteps, SendBackSteps):
         self.malformed = 0
         self.malformed_streak = MalformedStreak()
         self.call_required = False  # the next json-style reply must call a tool (Review.needs_call)
+        # the next json-style reply must answer: the model repeated a call whose result it has (a repetition warning)
+        self.answer_required = False
         self.output_repairs = 0
         self.answer_checks = AnswerChecks(self.loop_spec, Path(self.spec.workspace), self.spec.model.max_tokens)
         self.written: list[str] = []  # files the run's tools wrote (their ``data["wrote"]``), workspace-relative
@@ -212,8 +214,9 @@ class _Run(RunBase, MemorySteps, StyleSteps, SendBackSteps):
     def _model_kwargs(self) -> dict[str, Any]:
         kwargs = style_kwargs(self.style, self.toolbox, self.client, output_schema=self.spec.output_schema,
                               answer_tool=self.answer_tool,
-                              call_required=self.call_required and self.step < self.max_steps)  # the last step may answer
-        self.call_required = False  # for the one step after the answer was sent back
+                              call_required=self.call_required and self.step < self.max_steps,  # the last step may answer
+                              answer_required=self.answer_required and not self.call_required)
+        self.call_required = self.answer_required = False  # for the one step after the send-back or the warning
         if self.stream:
             step = self.step
             kwargs["on_text"] = lambda piece: self.emit(ev.TextDelta(step=step, text=piece))
@@ -337,11 +340,18 @@ class _Run(RunBase, MemorySteps, StyleSteps, SendBackSteps):
         return Outcome("completed", answer)
 
     # ------------------------------------------------------------------------------------------------ tools
+    def _repeated(self, text: str, step: int) -> None:
+        """A repetition warning: emitted, and in the json style the next reply's schema holds ``final_answer`` alone
+        (suite run 12's re-run: after the call that answered the question, a 1.5B model repeated it until
+        ``loop_detected``, the result already in its messages)."""
+        self.emit(ev.RunWarning(text, code="repetition", step=step))
+        self.answer_required = self.style == "json"
+
     def _run_tools(self, action: ToolAction, reply: ModelReply, step: Step) -> Outcome | None:
         native_format = action.source == "native" or self.style == "native"
         admission = admit_calls(
             action, toolbox=self.toolbox, repetition=self.repetition, budget=self.budget, messages=self.messages,
-            warn=lambda text: self.emit(ev.RunWarning(text, code="repetition", step=step.number)),
+            warn=lambda text: self._repeated(text, step.number),
         )
         for call in action.calls:
             self.emit(ev.ToolCalled(step=step.number, call_id=call.id, name=call.name, arguments=call.arguments))

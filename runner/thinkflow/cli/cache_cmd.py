@@ -61,7 +61,8 @@ def clear(directory: Path | None, agent_file: Path | None, embeddings: bool) -> 
 
 def _clear_embeddings() -> None:
     from thinkflow.errors import MemoryStoreError
-    from thinkflow.memory.onnx_embedder import cache_dir, remove_exports
+    from thinkflow.memory.onnx_cache import remove_exports
+    from thinkflow.memory.onnx_embedder import cache_dir
 
     try:
         files, freed = remove_exports()

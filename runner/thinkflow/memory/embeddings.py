@@ -214,7 +214,12 @@ def _make_onnx_encoder(name: str, source: str, batch_size: int) -> Any:
         return model().encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
                               convert_to_numpy=True, show_progress_bar=False)
 
-    return onnx_embedder.load_or_export(pipeline, model=model, reference=reference)
+    def export(*args: Any) -> None:  # loaded only to export (torch tracing)
+        from thinkflow.memory import onnx_export
+
+        onnx_export.export_model(*args)
+
+    return onnx_embedder.load_or_export(pipeline, model=model, reference=reference, export=export)
 
 
 class Embedder:

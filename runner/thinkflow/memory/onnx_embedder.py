@@ -305,6 +305,7 @@ def _existing(pipeline: Pipeline, directory: Path, exact: Path | None) -> list[P
 
 
 def load_or_export(pipeline: Pipeline, *, model: Callable[[], Any], reference: Callable[[list[str]], Any],
+                   export: Callable[[Pipeline, Path, Any, Callable[[list[str]], Any]], None],
                    directory: Path | None = None) -> OnnxEncoder:
     """Return an :class:`OnnxEncoder` for ``pipeline``, exporting it first when no valid export exists.
 
@@ -313,6 +314,8 @@ def load_or_export(pipeline: Pipeline, *, model: Callable[[], Any], reference: C
         model: returns the loaded ``SentenceTransformer`` (called only to export).
         reference: embeds a list of texts with that model on torch (normalised float vectors, one row per text);
             its vectors are what the export is checked against and what the sidecar keeps.
+        export: writes the export, ``export(pipeline, target, model, reference)``
+            (:func:`thinkflow.memory.onnx_export.export_model`, passed in so that this module never imports it).
         directory: the cache directory (default :func:`cache_dir`).
 
     Raises:
@@ -357,51 +360,12 @@ def load_or_export(pipeline: Pipeline, *, model: Callable[[], Any], reference: C
             _sidecar(target).unlink(missing_ok=True)  # a replaced file is never trusted through its old sidecar
         except OSError as exc:
             raise MemoryStoreError(f"cannot replace the sidecar {_sidecar(target)}: {exc.strerror or exc}") from None
-        from thinkflow.memory.onnx_export import export_model
-
-        export_model(pipeline, target, model(), reference)
+        export(pipeline, target, model(), reference)
         with _exports_lock:
             exports += 1
         return _load_checked(target, pipeline)
     finally:
         lock.release()
-
-
-def remove_exports(directory: Path | None = None) -> tuple[int, int]:
-    """Delete every ONNX export in ``directory`` (default :func:`cache_dir`) with its sidecar and lock file, and
-    return ``(files removed, bytes freed)``. An export another process is writing right now (its lock is held) is
-    left alone; the next recall after a removal exports again. A missing directory holds nothing.
-
-    Raises:
-        MemoryStoreError: an export cannot be removed (permissions); the message names the file.
-    """
-    from filelock import FileLock, Timeout
-
-    directory = cache_dir() if directory is None else Path(directory)
-    if not directory.is_dir():
-        return 0, 0
-    removed = freed = 0
-    for path in sorted(directory.glob("*.onnx")):
-        lock = FileLock(str(path) + ".lock")
-        try:
-            lock.acquire(timeout=0)
-        except (Timeout, OSError):
-            continue  # being exported now
-        try:
-            for part in (path, _sidecar(path)):
-                try:
-                    size = part.stat().st_size
-                    part.unlink()
-                except FileNotFoundError:
-                    continue
-                except OSError as exc:
-                    raise MemoryStoreError(f"cannot remove {part}: {exc.strerror or exc}") from None
-                removed += 1
-                freed += size
-        finally:
-            lock.release()
-        Path(str(path) + ".lock").unlink(missing_ok=True)
-    return removed, freed
 
 
 def _tokenizer(pipeline: Pipeline) -> tuple[Any, int, int]:

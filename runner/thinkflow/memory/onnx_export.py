@@ -3,7 +3,8 @@
 :func:`export_model` traces ``model[0].auto_model`` with ``torch.onnx.export(dynamo=False)`` (the ``onnx`` package is
 the exporter's dependency) on a padded batch of two, checks the bytes on ONNX Runtime against the torch model's own
 vectors, then writes the file and its sidecar atomically. Only :func:`~thinkflow.memory.onnx_embedder.load_or_export`
-calls it, holding the export's file lock; torch is imported here, never on the query path.
+calls it (as the ``export`` callable :mod:`thinkflow.memory.embeddings` passes in, so the import goes one way),
+holding the export's file lock; torch is imported here, never on the query path.
 """
 
 from __future__ import annotations

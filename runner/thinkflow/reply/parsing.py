@@ -80,10 +80,10 @@ from thinkflow.reply.actions import (
     required_params,
     tool_from_input,
 )
-from thinkflow.reply.json_text import ACTION_NUMBER, DEEP, NUMBER, JsonObjects, iter_json_objects, repair_objects  # noqa: F401 (re-export)
+from thinkflow.reply.json_text import (  # noqa: F401 (DEEP, iter_json_objects: re-exported)
+    ACTION_NUMBER, DEEP, NUMBER, JsonObjects, iter_json_objects, repair_objects)
 from thinkflow.model.messages import ToolCall
 from thinkflow.model import json_limits
-from thinkflow.model.json_limits import MAX_DEPTH
 from thinkflow.reply.react_text import iter_labels, parse_react, strip_final_label
 from thinkflow.reply.text_calls import as_text, final_from_input, recover_text_calls, tool_call_shapes
 
@@ -155,8 +155,9 @@ def _parse(text: Any, tool_calls: Sequence[ToolCall], style: Style, tools: Mappi
     # Rule 4: the style's own format.
     objects = JsonObjects(body)
     notes = objects.notes
-    for _ in objects:  # the whole strict scan first (bounded, kept): a value refused for its numbers taints the reply
-        pass
+    if _MAY_BE_NON_FINITE.search(body):  # then the whole strict scan first (bounded, kept): a refused value taints
+        for _ in objects:
+            pass
     if _number_refused(notes, style):
         return failure(style, names, NUMBER_ERROR, thought=reasoning)
     if style == "json":
@@ -181,7 +182,8 @@ def _parse(text: Any, tool_calls: Sequence[ToolCall], style: Style, tools: Mappi
     if _number_refused(notes, style):
         return failure(style, names, NUMBER_ERROR, thought=reasoning)
     if DEEP in notes:
-        return failure(style, names, f"the reply holds JSON nested deeper than {MAX_DEPTH} levels", thought=reasoning)
+        return failure(style, names, f"the reply holds JSON nested deeper than {json_limits.MAX_DEPTH} levels",
+                       thought=reasoning)
     if style == "native" or not has_format_markers(body):
         return FinalAnswer(strip_final_label(body).strip(), thought=reasoning)
     if style == "json":
@@ -246,6 +248,10 @@ def _echoed_schema(action: FinalAnswer, tools: Mapping[str, Any]) -> dict[str, A
 
 NUMBER_ERROR = ("the reply's JSON holds NaN, Infinity or a number beyond about 1.8e308, which JSON does not allow: "
                 "write a finite number, or the value as a string")
+
+
+_MAY_BE_NON_FINITE = re.compile(r"NaN|Infinity|\d[eE][+-]?\d{3}|\d{300}")
+"""A reply without any of these holds no number JSON cannot carry (the scan is skipped: one C regex pass)."""
 
 
 def _number_refused(notes: set[str], style: Style) -> bool:

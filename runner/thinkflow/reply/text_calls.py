@@ -190,7 +190,8 @@ def call_expression(body: str, notes: set[str] | None = None) -> tuple[str, list
             return None
         name, inner, parenthesised = head.group(1), rest, False
     try:  # one JSON value, the usual spelling: final_answer({"answer": "...", "done": true})
-        return name, [json_limits.loads(inner, check_depth=False)], {}, parenthesised  # depth: checked with the arguments
+        # the depth is checked with the arguments, which says so to the model
+        return name, [json_limits.loads(inner, check_depth=False)], {}, parenthesised
     except json_limits.NumberError:
         _note_number(notes)
         return None

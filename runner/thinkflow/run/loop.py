@@ -214,7 +214,8 @@ class _Run(RunBase, MemorySteps, StyleSteps, SendBackSteps):
     def _model_kwargs(self) -> dict[str, Any]:
         kwargs = style_kwargs(self.style, self.toolbox, self.client, output_schema=self.spec.output_schema,
                               answer_tool=self.answer_tool,
-                              call_required=self.call_required and self.step < self.max_steps,  # the last step may answer
+                              # the last step may always answer
+                              call_required=self.call_required and self.step < self.max_steps,
                               answer_required=self.answer_required and not self.call_required)
         self.call_required = self.answer_required = False  # for the one step after the send-back or the warning
         if self.stream:

@@ -189,6 +189,24 @@ def test_react_missing_input_for_required_parameters_fails():
     assert "expression (string, required)" in action.message
 
 
+def test_react_action_line_written_as_a_call_is_the_call():
+    assert calls_of(react('Thought: add\nAction: calculator(expression="2+2")')) == [("calculator", {"expression": "2+2"})]
+    assert calls_of(react('Action: search(query="cats", limit=3)')) == [("search", {"query": "cats", "limit": 3})]
+    assert calls_of(react('Action: calculator("3*3")')) == [("calculator", {"expression": "3*3"})]  # the one required
+    # an Action Input, when given, wins over the call on the Action line
+    assert calls_of(react('Action: calculator(expression="2")\nAction Input: {"expression": "5"}')) == [
+        ("calculator", {"expression": "5"})]
+
+
+def test_react_action_line_call_with_bad_values_names_the_problem():
+    action = react("Action: calculator(expression=1e999)")
+    assert isinstance(action, ParseFailure) and action.kind == "arguments"
+    assert "a number JSON cannot carry" in action.error
+    action = react('Action: search("cats", 3)')
+    assert isinstance(action, ParseFailure) and action.kind == "arguments"
+    assert "give the arguments by name" in action.error
+
+
 def test_react_missing_input_for_tool_without_required_parameters_is_empty_object():
     assert calls_of(react("Thought: what time is it\nAction: now")) == [("now", {})]
     assert calls_of(react("Action: now\nAction Input: {}")) == [("now", {})]

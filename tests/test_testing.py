@@ -15,7 +15,8 @@ from scripted_servers import text, tool_calls
 
 from thinkflow.cli import main
 from thinkflow.config.validation import validate_paths
-from thinkflow.config.testfile import Assertion, load_test_file
+from thinkflow.config.testfile import load_test_file
+from thinkflow.config.testspec import Assertion
 from thinkflow.errors import SpecError
 from thinkflow.testing.assertions import Observed, check
 from thinkflow.testing.cassette import load_cassette

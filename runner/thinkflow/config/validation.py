@@ -10,7 +10,8 @@ from typing import Iterable, Mapping, NamedTuple
 
 from thinkflow.config import locate, tool_refs
 from thinkflow.config.loader import _agent_file, _parsed, _Session, _tools_file
-from thinkflow.config.testfile import check_test_file, is_test_file
+from thinkflow.config.testfile import check_test_file
+from thinkflow.config.testspec import is_test_file
 from thinkflow.errors import ConfigIssue
 
 

@@ -29,7 +29,8 @@ from thinkflow.reply.actions import (
 )
 from thinkflow.model import json_limits
 from thinkflow.reply.fences import fenced_blocks, outside, unwrap_whole
-from thinkflow.reply.json_text import FENCE, cut_fence
+from thinkflow.reply.json_text import ACTION_NUMBER, FENCE, cut_fence
+from thinkflow.reply.text_calls import call_arguments, call_expression
 from thinkflow.model.messages import ToolCall
 
 # ReAct labels: at the start of a line, optionally wrapped in **, __ or backticks, ASCII or full-width colon.
@@ -106,6 +107,9 @@ def parse_react(body: str, style: Style, tools: Mapping[str, Any], reasoning: st
             return FinalAnswer((answer or "").strip(), thought=thought)
         raw_input = _section_after(labels, first_action, "input", body)
         if raw_input is None or not raw_input.strip():
+            inline = _inline_call(raw_name.strip(), name, style, tools, thought)
+            if inline is not None:  # "Action: calculator(expression="2+2")"
+                return inline
             if required_params(tools.get(name)):
                 return arguments_failure(
                     style, tools, name, "the 'Action Input:' line is missing or empty", thought
@@ -116,6 +120,27 @@ def parse_react(body: str, style: Style, tools: Mapping[str, Any], reasoning: st
     match = labels[first_final][0]
     answer = body[match.end():]
     return FinalAnswer(answer.strip(), thought=thought)
+
+
+def _inline_call(line: str, name: str, style: Style, tools: Mapping[str, Any], thought: str) -> Action | None:
+    """The call an ``Action:`` line writes in Python style with no ``Action Input:`` (``calculator(expression=
+    "2+2")``, a known tool ``name``): a :class:`ToolAction`, or the arguments :class:`ParseFailure` (a number JSON
+    cannot carry, positional values that name no parameter); None when the line is not such a call."""
+    notes: set[str] = set()
+    expression = call_expression(line, notes)
+    if expression is None:
+        if ACTION_NUMBER in notes:
+            return arguments_failure(style, tools, name, "arguments hold a number JSON cannot carry (NaN, Infinity "
+                                     "or beyond about 1.8e308): send a finite number, or the value as a string",
+                                     thought)
+        return None
+    raw_name, positional, keywords, parenthesised = expression
+    if not parenthesised or match_tool_name(raw_name, list(tools)) != name:
+        return None
+    arguments = call_arguments(positional, keywords, tools.get(name))
+    if isinstance(arguments, str):
+        return arguments_failure(style, tools, name, arguments, thought)
+    return tool_from_input(name, arguments, style, tools, thought, "react")
 
 
 def _section_after(labels: list, index: int, kind: str, body: str) -> str | None:

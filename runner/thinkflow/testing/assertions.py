@@ -1,6 +1,6 @@
 """Checking a case's assertions against what one run did. Pure functions, no I/O.
 
-:func:`check` returns None when an :class:`~thinkflow.config.testfile.Assertion` holds, else a one-line message
+:func:`check` returns None when an :class:`~thinkflow.config.testspec.Assertion` holds, else a one-line message
 saying what was expected and what the run did (``answer does not contain '391' (answer: 'It is 390.')``).
 """
 
@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from thinkflow.config.testfile import Assertion
+from thinkflow.config.testspec import Assertion
 
 NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 SHOWN_CHARS = 120

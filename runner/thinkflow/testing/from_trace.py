@@ -133,7 +133,7 @@ def write_test_from_trace(trace: TraceCase, *, agent_path: Path, out: Path) -> t
     """
     import yaml
 
-    from thinkflow.config.testfile import is_test_file, test_stem
+    from thinkflow.config.testspec import is_test_file, test_stem
 
     if not is_test_file(out):
         raise TraceError(f"{out}: a test file's name ends in .test.yaml")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from thinkflow.config.spec import ModelSpec
-from thinkflow.config.testfile import JudgeModelSpec
+from thinkflow.config.testspec import JudgeModelSpec
 from thinkflow.errors import ModelError
 from thinkflow.prompting.judge import VERDICT_SCHEMA, judge_messages
 from thinkflow.reply.json_text import iter_json_objects

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Iterable
 
-from thinkflow.config.testfile import test_stem
+from thinkflow.config.testspec import test_stem
 from thinkflow.testing.runner import CaseResult
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from thinkflow.config.spec import AgentSpec, ModelSpec
-from thinkflow.config.testfile import CaseSpec, TestFileSpec
+from thinkflow.config.testspec import CaseSpec, TestFileSpec
 from thinkflow.errors import MemoryStoreError, ModelError, PromptError, ThinkFlowError, ToolError
 from thinkflow.model.providers import key_values
 from thinkflow.run import events as ev
@@ -127,7 +127,7 @@ class TestRunner:
         cache: response-cache settings turned on for record and live runs (``--cache``), or None.
         client_factory: builds the real client for record/live runs (default :func:`default_client`; the cassette
             recording script passes one pointed at a scripted server).
-        judge_factory: builds the judge's real client from a :class:`~thinkflow.config.testfile.JudgeModelSpec`
+        judge_factory: builds the judge's real client from a :class:`~thinkflow.config.testspec.JudgeModelSpec`
             (default :func:`thinkflow.testing.judge.judge_client`).
         on_case: called with each :class:`CaseResult` as it finishes.
     """

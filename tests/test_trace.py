@@ -261,3 +261,29 @@ def test_trace_show_neutralises_terminal_escapes(tmp_path):
     trace.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
     result = CliRunner().invoke(main, ["trace", "show", str(trace)])
     assert result.exit_code == 0 and "\x1b[2J" not in result.output and "boom" in result.output
+
+
+def test_close_flushes_at_once_and_fsyncs_in_the_background(tmp_path, monkeypatch):
+    import threading
+
+    from thinkflow.run import trace as trace_mod
+
+    release, synced = threading.Event(), []
+    real_fsync = os.fsync
+
+    def slow_fsync(fd):  # the background fsync holds until the test lets it go
+        release.wait(5)
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(trace_mod.os, "fsync", slow_fsync)
+    path = tmp_path / "r.jsonl"
+    writer = TraceWriter(path)
+    writer.write(ev.RunWarning("a", code="x", step=1))  # not a flush point: still in Python's buffer
+    writer.close()
+    assert [e["type"] for e in read_trace(path)] == ["warning"]  # flushed before close returned
+    assert synced == [] and trace_mod.wait_for_syncs(timeout=0.05) is False  # the fsync is still pending
+    writer.close()  # idempotent: nothing handed over twice
+    release.set()
+    assert trace_mod.wait_for_syncs(timeout=5) is True
+    assert len(synced) == 1

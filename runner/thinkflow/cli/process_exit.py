@@ -1,10 +1,11 @@
 """Ending ``thinkflow-run``'s process without tearing the interpreter down.
 
-By the time the command exits, the run has printed its answer, closed (fsynced) its trace, written its session
+By the time the command exits, the run has printed its answer, closed its trace, written its session
 and long-term memory, and shut the telemetry exporter down; what is left for a normal exit is the interpreter's
 teardown -- garbage-collecting every module LiteLLM and its dependencies loaded, about 1 s of CPU per run on this
-project's machines (bench/RESULTS.md). :func:`exit_now` flushes standard output and error and the logging
-handlers, then ends the process with ``os._exit``.
+project's machines (bench/RESULTS.md). :func:`exit_now` waits for the traces' background fsyncs
+(:func:`thinkflow.run.trace.wait_for_syncs`), flushes standard output and error and the logging handlers, then ends
+the process with ``os._exit``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+
+from thinkflow.run.trace import wait_for_syncs
 
 
 def exit_code_of(code: object) -> int:
@@ -31,14 +34,15 @@ def exit_code_of(code: object) -> int:
 
 
 def exit_now(code: object) -> None:
-    """Flush stdout, stderr and the logging handlers, then ``os._exit`` with ``code``'s status (see
-    :func:`exit_code_of`). A stream that cannot be flushed (a closed pipe) is skipped. Never returns.
+    """Wait for the traces' fsyncs, flush stdout, stderr and the logging handlers, then ``os._exit`` with ``code``'s
+    status (see :func:`exit_code_of`). A stream that cannot be flushed (a closed pipe) is skipped. Never returns.
 
     Set ``THINKFLOW_FULL_EXIT=1`` to exit the ordinary way (``SystemExit``, interpreter teardown, atexit hooks).
     """
     status = exit_code_of(code)
     if os.environ.get("THINKFLOW_FULL_EXIT") == "1":
         raise SystemExit(status)
+    wait_for_syncs()
     try:
         logging.shutdown()
     except Exception:  # noqa: BLE001

@@ -2,9 +2,10 @@
 
 A trace lives at ``<trace_dir>/<run_id>.jsonl`` (default ``trace_dir``: ``.thinkflow/runs`` under the current
 directory). Each line is an event's ``to_dict()`` (see :mod:`thinkflow.run.events`) with every string -- values and
-keys, at any depth -- scrubbed of the run's secrets. Each line is flushed as it is written (fsynced at close), so a crash
-keeps every finished step; a reader skips a last line cut off mid-write. Trace files are private (mode 0600): they
-hold the whole conversation and every observation, as session files do.
+keys, at any depth -- scrubbed of the run's secrets. Lines are flushed before each wait (fsynced after close, in
+the background: see :meth:`TraceWriter.close`), so a crash keeps every finished step; a reader skips a last line
+cut off mid-write. Trace files are private (mode 0600): they hold the whole conversation and every observation, as
+session files do.
 
 A trace stays linear in the run's length: a ``model_request`` line does not repeat the conversation. Every message
 is written once, the first time a request holds it, and numbered in the order of the file (0, 1, 2, ...); a request
@@ -18,9 +19,11 @@ they are.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import secrets as _secrets
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -29,6 +32,7 @@ from thinkflow import jsonout
 from thinkflow.atomic import clean_stale_temp_files
 from thinkflow.errors import TraceError
 from thinkflow.redaction import Redactor
+from thinkflow.workers import WorkerPool
 
 DEFAULT_TRACE_DIR = Path(".thinkflow") / "runs"
 
@@ -169,7 +173,7 @@ class TraceWriter:
         """Write one event (an Event or a dict) as a line, redacted. After an event of :data:`FLUSH_AFTER` (the
         loop is about to wait on the model, a tool or a person, or the run ends) the file is flushed to the
         operating system, so a crash or ``kill -9`` of this process keeps every line written before the run's last
-        wait; the few lines of the milliseconds since are in Python's buffer. The file is fsynced when the run
+        wait; the few lines of the milliseconds since are in Python's buffer. The file is fsynced after the run
         closes it (fsync per line would cost more than the loop itself, see bench/RESULTS.md). Write errors are
         swallowed after the first (a full disk must not end the run); see :attr:`error`."""
         if self._file is None:
@@ -193,22 +197,60 @@ class TraceWriter:
             commit()
 
     def close(self) -> None:
-        """Fsync and close the file (idempotent)."""
-        if self._file is not None:
-            try:
-                os.fsync(self._file.fileno())
-            except OSError as error:
-                self.error = self.error or error
-            try:
-                self._file.close()
-            finally:
-                self._file = None
+        """Flush the file, then hand its fsync and close to a background thread (idempotent). The lines are in the
+        operating system's hands when this returns (a reader sees them all, a crash of this process loses none);
+        the fsync, for a power loss, costs milliseconds on a journaling file system (ext4 here) that the run need
+        not wait for. :func:`wait_for_syncs` waits for them; it runs at interpreter exit and before
+        ``thinkflow-run``'s fast exit."""
+        file, self._file = self._file, None
+        if file is None:
+            return
+        try:
+            file.flush()
+        except (OSError, ValueError) as error:
+            self.error = self.error or error
+        global _pending
+        with _SYNCED:
+            _pending += 1
+        _SYNCS.submit(lambda: _sync_and_close(file))
 
     def __enter__(self) -> "TraceWriter":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+_SYNCS = WorkerPool("thinkflow-trace-sync", max_idle=1)
+_SYNCED = threading.Condition()
+_pending = 0  # traces closed whose fsync has not finished
+
+
+def _sync_and_close(file: Any) -> None:
+    """fsync and close a trace file (errors ignored: the lines were flushed; only a power loss could lose them)."""
+    global _pending
+    try:
+        os.fsync(file.fileno())
+    except (OSError, ValueError):
+        pass
+    finally:
+        try:
+            file.close()
+        except OSError:
+            pass
+        with _SYNCED:
+            _pending -= 1
+            _SYNCED.notify_all()
+
+
+def wait_for_syncs(timeout: float = 10.0) -> bool:
+    """Wait up to ``timeout`` seconds until every trace closed so far is fsynced and closed; True when none is
+    left pending."""
+    with _SYNCED:
+        return _SYNCED.wait_for(lambda: _pending == 0, timeout)
+
+
+atexit.register(wait_for_syncs)
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -207,6 +207,23 @@ def test_react_action_line_call_with_bad_values_names_the_problem():
     assert "give the arguments by name" in action.error
 
 
+def test_react_action_line_call_edge_cases():
+    for bare in ("NaN", "-inf", "Infinity"):  # Python names, not literals: still the number message
+        action = react(f"Action: calculator(expression={bare})")
+        assert isinstance(action, ParseFailure) and "a number JSON cannot carry" in action.error, bare
+    # an integer literal with no digit limit in Python (hex) is refused, not carried into the run
+    action = react("Action: calculator(expression=0x" + "f" * 4000 + ")")
+    assert isinstance(action, ParseFailure) and "a number JSON cannot carry" in action.error
+    # an unknown tool written as a call is still an unknown tool (the loop answers with the tool list)
+    action = react("Action: foo(x=1e999)")
+    assert isinstance(action, ToolAction) and action.calls[0].name.startswith("foo")
+
+
+def test_a_whole_reply_written_as_a_call_with_a_huge_hex_integer_is_refused():
+    action = parse_reply('search(query="a", limit=0x' + "f" * 4000 + ")", [], style="native", tools=TOOLS)
+    assert not isinstance(action, ToolAction)
+
+
 def test_react_missing_input_for_tool_without_required_parameters_is_empty_object():
     assert calls_of(react("Thought: what time is it\nAction: now")) == [("now", {})]
     assert calls_of(react("Action: now\nAction Input: {}")) == [("now", {})]

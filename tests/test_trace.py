@@ -287,3 +287,22 @@ def test_close_flushes_at_once_and_fsyncs_in_the_background(tmp_path, monkeypatc
     release.set()
     assert trace_mod.wait_for_syncs(timeout=5) is True
     assert len(synced) == 1
+
+
+def test_close_fsyncs_in_place_when_no_thread_can_start(tmp_path, monkeypatch):
+    import threading
+
+    from thinkflow.run import trace as trace_mod
+
+    assert trace_mod.wait_for_syncs(timeout=5)
+    synced = []
+    monkeypatch.setattr(trace_mod, "_syncer", None)
+    monkeypatch.setattr(trace_mod.os, "fsync", lambda fd: synced.append(fd))
+
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    writer = TraceWriter(tmp_path / "r.jsonl")
+    writer.close()
+    assert len(synced) == 1 and trace_mod.wait_for_syncs(timeout=0) is True  # nothing left pending

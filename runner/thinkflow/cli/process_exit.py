@@ -42,7 +42,10 @@ def exit_now(code: object) -> None:
     status = exit_code_of(code)
     if os.environ.get("THINKFLOW_FULL_EXIT") == "1":
         raise SystemExit(status)
-    wait_for_syncs()
+    try:  # milliseconds as a rule; a disk that hangs does not hold the exit long, nor does a second Ctrl-C
+        wait_for_syncs(timeout=2.0)
+    except KeyboardInterrupt:
+        pass
     try:
         logging.shutdown()
     except Exception:  # noqa: BLE001

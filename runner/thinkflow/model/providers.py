@@ -14,6 +14,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from thinkflow.model.litellm_patches import skip_file_ids_without_files
+
 OLLAMA_PROVIDERS = ("ollama", "ollama_chat")
 OLLAMA_DEFAULT_BASE = "http://127.0.0.1:11434"
 #: providers that speak the OpenAI chat API on a server the user runs, which implements ``tools``
@@ -45,11 +47,13 @@ class Capabilities:
 
 
 def load_litellm() -> Any:
-    """Import LiteLLM with the bundled model/price map (no network at import) and quiet debug banners."""
+    """Import LiteLLM with the bundled model/price map (no network at import) and quiet debug banners, its
+    file-id rewrite skipped for requests without files (:mod:`thinkflow.model.litellm_patches`)."""
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     import litellm
 
     litellm.suppress_debug_info = True
+    skip_file_ids_without_files(litellm)  # idempotent: two attribute reads after the first
     return litellm
 
 

@@ -122,20 +122,26 @@ def parse_react(body: str, style: Style, tools: Mapping[str, Any], reasoning: st
     return FinalAnswer(answer.strip(), thought=thought)
 
 
+_BARE_NON_FINITE = re.compile(r"[(,=]\s*-?(?:NaN|nan|inf|Infinity)\s*[,)]")
+
+
 def _inline_call(line: str, name: str, style: Style, tools: Mapping[str, Any], thought: str) -> Action | None:
     """The call an ``Action:`` line writes in Python style with no ``Action Input:`` (``calculator(expression=
-    "2+2")``, a known tool ``name``): a :class:`ToolAction`, or the arguments :class:`ParseFailure` (a number JSON
-    cannot carry, positional values that name no parameter); None when the line is not such a call."""
+    "2+2")``, for the known tool ``name`` that the line starts with): a :class:`ToolAction`, or the arguments
+    :class:`ParseFailure` (a number JSON cannot carry, positional values that name no parameter); None when the
+    line is not such a call."""
+    if name not in tools or match_tool_name(line.split("(", 1)[0], list(tools)) != name:
+        return None
     notes: set[str] = set()
     expression = call_expression(line, notes)
     if expression is None:
-        if ACTION_NUMBER in notes:
-            return arguments_failure(style, tools, name, "arguments hold a number JSON cannot carry (NaN, Infinity "
-                                     "or beyond about 1.8e308): send a finite number, or the value as a string",
-                                     thought)
+        if ACTION_NUMBER in notes or _BARE_NON_FINITE.search(line):
+            return arguments_failure(style, tools, name, "arguments hold a number JSON cannot carry (NaN, Infinity, "
+                                     "beyond about 1.8e308, or an integer of thousands of digits): send a finite "
+                                     "number, or the value as a string", thought)
         return None
-    raw_name, positional, keywords, parenthesised = expression
-    if not parenthesised or match_tool_name(raw_name, list(tools)) != name:
+    _, positional, keywords, parenthesised = expression
+    if not parenthesised:
         return None
     arguments = call_arguments(positional, keywords, tools.get(name))
     if isinstance(arguments, str):

@@ -152,9 +152,13 @@ def _unfenced(body: str) -> str:
 
 def _json_ready(value: Any) -> Any:
     """``value`` (from :func:`ast.literal_eval`) as JSON data: tuples become lists; sets, bytes, complex numbers,
-    infinite floats and non-string keys raise ValueError."""
+    non-string keys raise ValueError; infinite floats and integers past
+    :data:`~thinkflow.model.json_limits.MAX_INT_DIGITS` digits (hex, octal and binary literals have no limit in
+    Python) raise :class:`_NotJsonNumber`."""
     if isinstance(value, float) and not math.isfinite(value):  # 1e999 reads as inf: JSON has no such number
         raise _NotJsonNumber(f"{value} is not a JSON number")
+    if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:  # 0xfff...: no digit limit in Python
+        raise _NotJsonNumber("an integer too long for JSON")
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, (list, tuple)):
@@ -162,6 +166,9 @@ def _json_ready(value: Any) -> Any:
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return {k: _json_ready(v) for k, v in value.items()}
     raise ValueError(f"{type(value).__name__} is not a JSON value")
+
+
+_MAX_INT_BITS = int(json_limits.MAX_INT_DIGITS / math.log10(2))  # bits of the longest integer JSON here carries
 
 
 class _NotJsonNumber(ValueError):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import queue
 import secrets as _secrets
 import threading
 import time
@@ -32,7 +33,6 @@ from thinkflow import jsonout
 from thinkflow.atomic import clean_stale_temp_files
 from thinkflow.errors import TraceError
 from thinkflow.redaction import Redactor
-from thinkflow.workers import WorkerPool
 
 DEFAULT_TRACE_DIR = Path(".thinkflow") / "runs"
 
@@ -176,7 +176,8 @@ class TraceWriter:
         wait; the few lines of the milliseconds since are in Python's buffer. The file is fsynced after the run
         closes it (fsync per line would cost more than the loop itself, see bench/RESULTS.md). Write errors are
         swallowed after the first (a full disk must not end the run); see :attr:`error`."""
-        if self._file is None:
+        file = self._file  # one read: a close() in another thread may clear it meanwhile
+        if file is None:
             return
         data = event.to_dict() if hasattr(event, "to_dict") else dict(event)
         try:
@@ -184,12 +185,12 @@ class TraceWriter:
             line = jsonout.dumps(data, default=_default, ensure_ascii=False)
             if any(secret in line for secret in self._escaped):  # rare: redact the structure, then re-encode
                 line = jsonout.dumps(self.redact(json.loads(line)), ensure_ascii=False)
-            self._file.write(line + "\n")
+            file.write(line + "\n")
             kind = data.get("type")
             if kind == "subagent_event" and isinstance(data.get("event"), dict):
                 kind = data["event"].get("type")
             if kind in FLUSH_AFTER:
-                self._file.flush()
+                file.flush()
         except (OSError, ValueError, TypeError, RecursionError) as error:
             self.error = error
             return
@@ -197,7 +198,7 @@ class TraceWriter:
             commit()
 
     def close(self) -> None:
-        """Flush the file, then hand its fsync and close to a background thread (idempotent). The lines are in the
+        """Flush the file, then hand its fsync and close to one background thread (idempotent). The lines are in the
         operating system's hands when this returns (a reader sees them all, a crash of this process loses none);
         the fsync, for a power loss, costs milliseconds on a journaling file system (ext4 here) that the run need
         not wait for. :func:`wait_for_syncs` waits for them; it runs at interpreter exit and before
@@ -209,10 +210,7 @@ class TraceWriter:
             file.flush()
         except (OSError, ValueError) as error:
             self.error = self.error or error
-        global _pending
-        with _SYNCED:
-            _pending += 1
-        _SYNCS.submit(lambda: _sync_and_close(file))
+        _hand_to_syncer(file)
 
     def __enter__(self) -> "TraceWriter":
         return self
@@ -221,9 +219,33 @@ class TraceWriter:
         self.close()
 
 
-_SYNCS = WorkerPool("thinkflow-trace-sync", max_idle=1)
 _SYNCED = threading.Condition()
-_pending = 0  # traces closed whose fsync has not finished
+_to_sync: queue.SimpleQueue = queue.SimpleQueue()
+_pending = 0  # traces handed over whose fsync has not finished
+_syncer: threading.Thread | None = None
+
+
+def _hand_to_syncer(file: Any) -> None:
+    """Queue ``file`` for the one syncing thread (started on first use); fsync it here when no thread can start."""
+    global _pending, _syncer
+    with _SYNCED:
+        _pending += 1
+        if _syncer is None or not _syncer.is_alive():
+            thread = threading.Thread(target=_sync_forever, name="thinkflow-trace-sync", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:  # can't start new thread
+                thread = None
+            _syncer = thread
+    if _syncer is None:
+        _sync_and_close(file)
+    else:
+        _to_sync.put(file)
+
+
+def _sync_forever() -> None:
+    while True:
+        _sync_and_close(_to_sync.get())
 
 
 def _sync_and_close(file: Any) -> None:

@@ -8,7 +8,9 @@ machine hits each alike.
 
 Per run: client overhead per step = (wall time of the run - the server's handling time of its requests) / model
 calls. Headline: each implementation's median overhead per step as a ratio to the bare LiteLLM loop's, with the
-min-max of that ratio over the rounds. Tokens: ``bench/tokens.py`` on the request bodies the server received.
+min-max of that ratio over the rounds. Beside it, the client process's CPU time per step (``time.process_time``,
+all its threads), which a busy machine disturbs far less than wall time: on a shared host it tells whether a round
+above the target was ThinkFlow's work or the load. Tokens: ``bench/tokens.py`` on the request bodies the server received.
 
 Usage: ``python bench/bench_loop.py [--rounds 8] [--runs 5] [--tiny] [--json out.json]``.
 """
@@ -152,7 +154,8 @@ def run(rounds: int = 8, runs: int = 5, warmup: int = 2, growth_steps: int = 30,
             for w in workers:
                 w.ready()
         timed = [w for w in workers if w.key not in {k for k, *_ in window}]
-        data: dict[str, dict[str, Any]] = {w.key: {"runs": [], "round_medians": [], "bodies": []} for w in workers}
+        data: dict[str, dict[str, Any]] = {w.key: {"runs": [], "round_medians": [], "round_cpu": [], "bodies": []}
+                                           for w in workers}
         if warmup:
             for w in timed:
                 w.measure(0, warmup, steps)
@@ -165,6 +168,7 @@ def run(rounds: int = 8, runs: int = 5, warmup: int = 2, growth_steps: int = 30,
                 data[w.key]["runs"] += out["runs"]
                 data[w.key]["bodies"] = out["bodies"]
                 data[w.key]["round_medians"].append(statistics.median(_overhead(x) for x in out["runs"]))
+                data[w.key]["round_cpu"].append(statistics.median(_cpu(x) for x in out["runs"]))
         for w in workers:
             if w.key in {k for k, *_ in window}:
                 out = w.measure(1, 0, steps)
@@ -189,6 +193,8 @@ def run(rounds: int = 8, runs: int = 5, warmup: int = 2, growth_steps: int = 30,
                  "requests_per_run": sorted({x["requests"] for x in runs_}),
                  "ok": sum(1 for x in runs_ if x["ok"]), "n": len(runs_),
                  "round_medians": d["round_medians"],
+                 "cpu_per_step": summary([_cpu(x) for x in runs_ if "cpu" in x]),
+                 "round_cpu": d["round_cpu"],
                  "tokens": _tokens(d["bodies"]),
                  "token_parts_first": count_parts(d["bodies"][0]) if d["bodies"] else {},
                  "growth": d.get("growth", [])}
@@ -202,6 +208,10 @@ def _overhead(x: dict) -> float:
     return (x["wall"] - x["server"]) / max(1, x["requests"])
 
 
+def _cpu(x: dict) -> float:
+    return x.get("cpu", float("nan")) / max(1, x["requests"])
+
+
 def _ratios(result: dict) -> None:
     impls = result["impls"]
     base = impls.get(BASELINE)
@@ -213,6 +223,9 @@ def _ratios(result: dict) -> None:
         e["ratio"] = e["overhead_per_step"]["median"] / base["overhead_per_step"]["median"]
         per_round = [a / b for a, b in zip(e["round_medians"], base["round_medians"]) if b]
         e["ratio_rounds"] = summary(per_round)
+        if e["cpu_per_step"].get("n") and base["cpu_per_step"].get("n") and base["cpu_per_step"]["median"]:
+            e["cpu_ratio"] = e["cpu_per_step"]["median"] / base["cpu_per_step"]["median"]
+            e["cpu_ratio_rounds"] = summary([a / b for a, b in zip(e["round_cpu"], base["round_cpu"]) if b])
         if e["tokens"]:
             e["tokens_mean"] = sum(e["tokens"]) / len(e["tokens"])
 
@@ -261,20 +274,26 @@ def markdown(result: dict) -> str:
              "Overhead per step = (run wall time - server handling time) / model calls. "
              "Ratio = median overhead / the bare LiteLLM loop's (min-max: the ratio of per-round medians).", "",
              "| implementation | overhead / step, ms: median (min-max) | ratio to bare LiteLLM (rounds min-max) "
+             "| client CPU / step, ms | CPU ratio (rounds min-max) "
              "| wall / step, ms | answer right | prompt tokens / step (mean; step 1 -> step 10) |",
-             "|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|"]
     for key, e in impls.items():
         if e["tokens_only"]:
             continue
         if e["error"] and not e["n"]:
             err = e["error"].split(" | ")[-1].replace("|", "/")[:200]
-            lines.append(f"| {e['label']} | failed: {err} | | | | |")
+            lines.append(f"| {e['label']} | failed: {err} | | | | | | |")
             continue
         ratio = (f"{e['ratio']:.2f}x ({fmt_range(e['ratio_rounds'], digits=2)})"
                  if e.get("ratio") else "n/a")
         toks = e["tokens"]
         tok = f"{sum(toks) / len(toks):.0f} ({toks[0]} -> {toks[-1]})" if toks else "n/a"
+        cpu = e.get("cpu_per_step") or {}
+        cpu_text = fmt_range(cpu, scale=1000, digits=2) if cpu.get("n") else "n/a"
+        cpu_ratio = (f"{e['cpu_ratio']:.2f}x ({fmt_range(e['cpu_ratio_rounds'], digits=2)})"
+                     if e.get("cpu_ratio") else "n/a")
         lines.append(f"| {e['label']} | {fmt_range(e['overhead_per_step'], scale=1000, digits=2)} | {ratio} | "
+                     f"{cpu_text} | {cpu_ratio} | "
                      f"{fmt_range(e['wall_per_step'], scale=1000, digits=2)} | {e['ok']}/{e['n']} | {tok} |")
     lines += ["", "Prompt tokens (cl100k_base on the exact request bodies; see bench/tokens.py) of the first request, "
               "by part, and how the prompt grows:", "",

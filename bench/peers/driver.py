@@ -74,14 +74,15 @@ def _measure(server, run, script: list[dict], runs: int, warmup: int) -> dict:
     for i in range(warmup + runs):
         server.script(script)
         gc.collect()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         answer = run(TASK)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         state = server.state()
         bodies = state["requests"]
         ok = ANSWER_NUMBER in str(answer) and bool(bodies) and _observation_in(bodies[-1], last_obs)
         if i >= warmup:
-            out.append({"wall": wall, "server": sum(state["server_seconds"]), "requests": len(bodies), "ok": ok})
+            out.append({"wall": wall, "cpu": cpu, "server": sum(state["server_seconds"]), "requests": len(bodies),
+                        "ok": ok})
     return {"runs": out, "bodies": bodies, "answer": str(answer)}
 
 

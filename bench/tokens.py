@@ -47,14 +47,20 @@ def _content_text(content: Any) -> str:
 
 
 def _tools_json(body: dict) -> str:
-    """The request's tool definitions as compact JSON, with a JSON-schema ``response_format`` (json style)."""
-    parts = []
-    if body.get("tools"):
-        parts.append(json.dumps(body["tools"], separators=(",", ":"), ensure_ascii=False))
+    """The request's tool definitions as compact JSON (a chat template renders them into the prompt)."""
+    return json.dumps(body["tools"], separators=(",", ":"), ensure_ascii=False) if body.get("tools") else ""
+
+
+def schema_chars(body: dict) -> int:
+    """Characters of the request's JSON-schema ``response_format`` as compact JSON (the json style), 0 without one.
+
+    Not part of the prompt: llama.cpp (``json_schema`` -> a grammar), Ollama (``format``) and vLLM (guided
+    decoding) turn it into a decoding constraint the model never reads; a provider that shows structured-output
+    schemas to its model (OpenAI) would count it as prompt tokens."""
     fmt = body.get("response_format")
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
-        parts.append(json.dumps(fmt, separators=(",", ":"), ensure_ascii=False))
-    return "".join(parts)
+        return len(json.dumps(fmt, separators=(",", ":"), ensure_ascii=False))
+    return 0
 
 
 def count_chars(body: dict, parts: bool = False) -> Any:

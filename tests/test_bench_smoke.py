@@ -104,3 +104,31 @@ def test_scripted_replies_end_with_the_framework_specific_answer() -> None:
     assert len(plain) == 10 and plain[-1] == {"text": ANSWER}
     assert replies("final_answer_tool")[-1] == {"calls": [["final_answer", {"answer": ANSWER}, "call_9"]]}
     assert [run_tool(n, a) for n, a in CALLS] == ["3", "12", "2", "12", "7", "14", "24", "38", "43"]
+
+
+@pytest.mark.timeout(300)
+def test_prompt_bench_compares_each_style_with_a_bare_loop_of_that_style(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THINKFLOW_BENCH_WORK", str(tmp_path))
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    sys.path.insert(0, str(BENCH / "peers"))
+    import bench_prompt
+
+    monkeypatch.setattr(bench_prompt, "WORK", tmp_path)
+    result = bench_prompt.run()
+    floors, styles = result["floors"], result["styles"]
+    assert sorted(floors) == ["json", "native", "react"]
+    assert all(f.get("answer_right", True) for f in floors.values())
+    for label in ("native", "json", "react"):
+        tf, floor = styles[label], floors[label]
+        assert tf["answer_right"], label
+        # The same scripted replies and observations: after the first request ThinkFlow's requests grow by no
+        # more than the floor's (native: less, its tool-call arguments are compact JSON), so what it adds over its
+        # style's floor is in the system prompt.
+        growth = tf["chars"] - 10 * tf["first_chars"]["total"]
+        assert growth <= floor["chars"] - 10 * floor["first_chars"]["total"], label
+        assert tf["style_ratio"] == pytest.approx(tf["chars"] / floor["chars"])
+    # The json style's schema is sent (a grammar on llama.cpp) and reported apart from the prompt characters.
+    assert styles["json"]["schema_chars"] > 1000 and floors["json"]["schema_chars"] == 0
+    assert styles["react"]["schema_chars"] == 0
+    assert [t["target"].split("style ")[1].split(" ")[0] for t in result["targets"]] == ["native", "json", "react"]

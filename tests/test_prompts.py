@@ -63,3 +63,23 @@ def test_unknown_builtin_template():
     with pytest.raises(PromptError) as info:
         render_builtin("no_such_template", {})
     assert str(info.value) == "no built-in prompt template 'no_such_template'"
+
+
+@pytest.mark.parametrize("style", ["json", "react"])
+def test_text_style_prompts_list_each_tool_and_mark_optional_arguments_only_when_there_are_some(style):
+    from thinkflow.tools.validation import tool_for_prompt
+
+    add = {"name": "add", "description": "Add two numbers.", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer", "description": "The first number."},
+                                         "b": {"type": "integer"}}, "required": ["a", "b"]}}
+    top = {"name": "top", "description": "The first rows.", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer", "default": 5}}}}
+    variables = {"agent_prompt": "", "output_schema": None}
+    required_only = render_builtin(style, {**variables, "tools": [tool_for_prompt(add)]})
+    assert "Tools:\n- add(a: integer, b: integer): Add two numbers.\n  a: The first number.\n" in required_only
+    assert "?" not in required_only.split("Tools")[1]
+    with_optional = render_builtin(style, {**variables, "tools": [tool_for_prompt(add), tool_for_prompt(top)]})
+    assert ("Tools (? marks an optional argument):\n- add(a: integer, b: integer): Add two numbers.\n"
+            "  a: The first number.\n- top(n?: integer): The first rows.\n  n: (default 5)\n") in with_optional
+    no_tools = render_builtin(style, {**variables, "tools": []})
+    assert "Tools" not in no_tools and "You have no tools" in no_tools

@@ -66,7 +66,8 @@ def expected_shape(name: str, parameters: dict[str, Any]) -> str:
 def tool_for_prompt(described: dict[str, Any]) -> dict[str, Any]:
     """A tool as the json and react system prompts show it, compact enough for small models' context:
     ``{"name", "description", "signature": 'query_data(path: string, top?: integer)', "arguments": ["path: CSV
-    file relative to the workspace.", "top: Keep only the first N rows. (default 5)"]}``."""
+    file relative to the workspace.", "top: Keep only the first N rows. (default 5)"], "optional": True}``
+    (``optional``: the signature marks an argument optional with ``?``)."""
     parameters = described.get("parameters") or {}
     arguments = []
     for name, schema in (parameters.get("properties") or {}).items():
@@ -75,8 +76,10 @@ def tool_for_prompt(described: dict[str, Any]) -> dict[str, Any]:
             text = f"{text} (default {json.dumps(schema['default'], ensure_ascii=False)})".strip()
         if text:
             arguments.append(f"{name}: {text}")
+    required = set(parameters.get("required") or [])
     return {"name": described["name"], "description": described.get("description", ""),
-            "signature": expected_shape(described["name"], parameters), "arguments": arguments}
+            "signature": expected_shape(described["name"], parameters), "arguments": arguments,
+            "optional": any(name not in required for name in parameters.get("properties") or {})}
 
 
 def _where(error: Any) -> str:

@@ -7,6 +7,7 @@ Standard library only: this module is imported both from the project's ``.venv``
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import statistics
@@ -58,6 +59,26 @@ def summary(values: list[float]) -> dict[str, float]:
     if not values:
         return {"median": 0.0, "min": 0.0, "max": 0.0, "n": 0}
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def median_ci(values: list[float], confidence: float = 0.95) -> dict[str, float] | None:
+    """A distribution-free confidence interval of the median of ``values`` (the sign-test interval): the order
+    statistics ``(x(k), x(n+1-k))`` with the largest ``k`` whose coverage ``1 - 2 P(Binomial(n, 1/2) <= k-1)`` is at
+    least ``confidence``. Returns ``{"low", "high", "coverage", "n"}``, or None when ``n`` is too small for any
+    interval to reach ``confidence`` (fewer than 6 values at 0.95). It assumes nothing about the distribution, so
+    one disturbed round on a shared machine widens the interval only as far as the data do.
+    """
+    xs = sorted(values)
+    n = len(xs)
+    best = None
+    cumulative = 0.0  # P(Binomial(n, 1/2) <= k-1)
+    for k in range(1, n // 2 + 1):
+        cumulative += math.comb(n, k - 1) / 2 ** n
+        coverage = 1 - 2 * cumulative
+        if coverage < confidence:
+            break
+        best = {"low": xs[k - 1], "high": xs[n - k], "coverage": coverage, "n": n}
+    return best
 
 
 def fmt_range(s: dict[str, float], unit: str = "", scale: float = 1.0, digits: int = 1) -> str:

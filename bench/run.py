@@ -242,7 +242,11 @@ def _notes(results: dict[str, Any]) -> list[str]:
         notes.append(
             "Prompt characters (" + ", ".join(missed) + "): ThinkFlow sends more than a bare loop of the same style "
             "with the same information; the difference is in the system prompt (prompts/builtin/*.j2): the requests "
-            "grow by the same characters per step as the floor's (tests/test_bench_smoke.py).")
+            "grow by the same characters per step as the floor's (tests/test_bench_smoke.py). The json style keeps "
+            "the wording the embedded model was tuned on: two shorter versions within 1.10x lost calc-chain (passed "
+            "in suite runs 9, 10, 12, 13, 14) and http-two-cities on it (suite runs 15 and 15b). On llama.cpp the "
+            "repeated system prompt is served from the prompt cache after the first step, and `auto` never picks "
+            "json for a provider with native tool calls.")
     cold = results.get("coldstart", {})
     first = next((t for t in cold.get("targets", []) if "first model request" in t["target"] and not t["met"]), None)
     if first:

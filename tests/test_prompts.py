@@ -65,8 +65,10 @@ def test_unknown_builtin_template():
     assert str(info.value) == "no built-in prompt template 'no_such_template'"
 
 
-@pytest.mark.parametrize("style", ["json", "react"])
+@pytest.mark.parametrize("style", ["react"])
 def test_text_style_prompts_list_each_tool_and_mark_optional_arguments_only_when_there_are_some(style):
+    # json keeps the wording bench/suite.py was tuned on (a shorter one lost calc-chain and http-two-cities on the
+    # embedded model: bench/RESULTS.md, suite runs 15 and 15b)
     from thinkflow.tools.validation import tool_for_prompt
 
     add = {"name": "add", "description": "Add two numbers.", "parameters": {

@@ -588,3 +588,15 @@ def test_provider_errors_are_classified_by_litellm_class():
     assert not retryable(gone)
     assert isinstance(map_error(gone, model="openai/m", provider="openai", api_base=None, timeout=5, retries=0),
                       ModelNotFoundError)
+
+
+def test_tool_call_arguments_json_is_encoded_once_and_not_part_of_equality():
+    from thinkflow.model.messages import ToolCall
+
+    call = ToolCall("c1", "add", {"a": 1, "b": "é"})
+    first = call.to_dict()["function"]["arguments"]
+    assert first == '{"a":1,"b":"é"}'
+    assert call.arguments_json() is first  # the cached text, not a new encoding
+    fresh = ToolCall("c1", "add", {"a": 1, "b": "é"})
+    assert fresh == call and hash(fresh.id) == hash(call.id)
+    assert "_arguments_json" not in fresh.__dict__

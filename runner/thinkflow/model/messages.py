@@ -29,15 +29,19 @@ class ToolCall:
     name: str
     arguments: dict[str, Any]
 
+    def arguments_json(self) -> str:
+        """The arguments as compact JSON (no spaces after separators), encoded once per call: the conversation
+        re-sends every earlier call at each step."""
+        text = self.__dict__.get("_arguments_json")
+        if text is None:
+            text = json.dumps(self.arguments, ensure_ascii=False, separators=(",", ":"))
+            object.__setattr__(self, "_arguments_json", text)  # frozen: a cache, not a field
+        return text
+
     def to_dict(self) -> dict[str, Any]:
         """Return the OpenAI ``tool_calls[]`` item: ``{"id", "type": "function", "function": {"name", "arguments"}}``
-        (arguments as compact JSON: no spaces after separators)."""
-        return {
-            "id": self.id,
-            "type": "function",
-            "function": {"name": self.name, "arguments": json.dumps(self.arguments, ensure_ascii=False,
-                                                                 separators=(",", ":"))},
-        }
+        (arguments as compact JSON: :meth:`arguments_json`)."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments_json()}}
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,23 @@ class Event:
         """``{"type": ..., **fields}``, nested events and dataclasses turned into dicts. Field values are shared,
         not copied (the trace serialises them at once; copying every message of every request cost more than
         the rest of a step)."""
-        return {"type": self.type, **{f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}}
+        out: dict[str, Any] = {"type": self.type}
+        for name in _field_names(type(self)):
+            value = getattr(self, name)
+            out[name] = value if type(value) in _PLAIN_TYPES else _plain(value)
+        return out
+
+
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None), list, dict, tuple})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """The dataclass field names of an event class, looked up once per class."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
 
 
 def _plain(value: Any) -> Any:

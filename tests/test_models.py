@@ -600,3 +600,19 @@ def test_tool_call_arguments_json_is_encoded_once_and_not_part_of_equality():
     fresh = ToolCall("c1", "add", {"a": 1, "b": "é"})
     assert fresh == call and hash(fresh.id) == hash(call.id)
     assert "_arguments_json" not in fresh.__dict__
+
+
+@pytest.mark.parametrize("raw, kind", [('"sales.csv"', "str"), ("[1, 2]", "list"), ("3", "int"), ('"[1]"', "str")])
+def test_arguments_that_are_json_but_no_object_name_what_they_are(raw, kind):
+    from thinkflow.model.messages import ArgumentsError, decode_arguments
+
+    with pytest.raises(ArgumentsError) as info:
+        decode_arguments(raw)
+    assert str(info.value) == f"arguments must be a JSON object, got {kind}"
+
+
+def test_double_encoded_object_arguments_still_decode():
+    from thinkflow.model.messages import decode_arguments
+
+    assert decode_arguments(json.dumps(json.dumps({"a": 1}))) == {"a": 1}
+    assert decode_arguments("null") == {}

@@ -565,3 +565,17 @@ def test_a_reply_litellm_itself_cannot_read_is_not_called_a_server_outage(openai
     result, _ = go(make_spec(openai_server, tmp_path, retry_after_error=False), "x", tmp_path)
     assert result.status == "model_error"
     assert "LiteLLM could not read openai/test's reply" in result.error and "HTTP 500" not in result.error
+    # LiteLLM's message holds a Python traceback: only the exception it ended with is kept
+    assert "Traceback" not in result.error and 'File "' not in result.error
+    assert "4300" in result.error  # Python's limit on the digits of an integer, the reason it failed
+
+
+def test_a_traceback_in_a_provider_message_is_cut_to_its_exception():
+    from thinkflow.model.error_map import without_traceback
+
+    text = ('Invalid response object Traceback (most recent call last):\n  File "x.py", line 1, in f\n    g()\n'
+            'json.decoder.JSONDecodeError: boom\n\nDuring handling of the above exception, another exception '
+            'occurred:\n\nTraceback (most recent call last):\n  File "y.py", line 2\nValueError: Exceeds the '
+            'limit (4300 digits)')
+    assert without_traceback(text) == "Invalid response object (ValueError: Exceeds the limit (4300 digits))"
+    assert without_traceback("plain message") == "plain message"

@@ -27,6 +27,13 @@ _AGGS = ["sum", "mean", "count"]
 max (the largest single row) and "fewest" as min; sort and top answer those, and the largest single value is a
 sort of the rows."""
 
+#: the data tools' row filter (query_data and plot_chart read it alike: tools/data.py apply_filter)
+_FILTER = {
+    "type": "string",
+    "description": "Keep only matching rows: <column> <op> <value>, op one of == != > >= < <=, several joined "
+    "with ' and '; dates as YYYY-MM-DD.",
+}
+
 PARAMETERS: dict[str, dict[str, Any]] = {
     "calculator": {
         "type": "object",
@@ -91,11 +98,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
             "agg": {"type": "string", "enum": _AGGS,
                     "description": "sum (total, the default), mean (average) or count (the number of rows; an "
                     "amount, such as units sold, is a sum)."},
-            "filter": {
-                "type": "string",
-                "description": "Keep only matching rows: <column> <op> <value>, op one of == != > >= < <=, "
-                "several joined with ' and '; dates as YYYY-MM-DD.",
-            },
+            "filter": _FILTER,
             "sort": {"type": "string", "enum": ["asc", "desc"],
                      "description": "desc: largest first (highest, most); asc: smallest first (lowest, fewest)."},
             "top": {"type": "integer", "minimum": 1, "description": "Keep only the first N rows of the result."},
@@ -117,6 +120,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
             "title": {"type": "string", "description": "Chart title (optional)."},
             "output": {"type": "string",
                        "description": "PNG file to write, relative to the workspace (default charts/<y>_by_<x>.png)."},
+            "filter": _FILTER,
         },
         "required": ["path", "x", "y"],
         "additionalProperties": False,

@@ -146,8 +146,24 @@ def retry_delay(exc: Exception, attempt: int) -> float:
 _PREFIX = re.compile(r"^\s*(?:litellm\.)?[A-Za-z_]*(?:Error|Exception)(?::| -)\s*")
 
 
+_TRACEBACK = "Traceback (most recent call last):"
+_RAISED = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b")  # "json.decoder.JSONDecodeError: ..."
+
+
+def without_traceback(text: str) -> str:
+    """``text`` with a Python traceback in it (LiteLLM puts one into some messages, e.g. its "Invalid response
+    object" when a reply holds a number Python cannot read) cut to the exception it ended with, in brackets:
+    ``"Invalid response object (ValueError: Exceeds the limit (4300 digits) ...)"``."""
+    head, found, tail = text.partition(_TRACEBACK)
+    if not found:
+        return text
+    raised = [line.strip() for line in tail.splitlines() if _RAISED.match(line)]
+    last = raised[-1] if raised else ""
+    return f"{head.strip()} ({last})" if last else head.strip()
+
+
 def _clean(message: str, secrets_: Sequence[str]) -> str:
-    text = str(message)
+    text = without_traceback(str(message))
     for _ in range(5):
         new = _PREFIX.sub("", text, count=1)
         if new == text:

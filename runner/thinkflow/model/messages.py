@@ -174,12 +174,13 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
     also after a repair; near-JSON longer than :data:`~thinkflow.model.json_limits.MAX_REPAIR_CHARS` is not repaired.
     """
     value = raw
-    for _ in range(3):  # dict, JSON string, or a JSON string inside a JSON string
+    for attempt in range(3):  # dict, JSON string, or a JSON string inside a JSON string
         if isinstance(value, dict):
             break
         if value is None or (isinstance(value, str) and not value.strip()):
             return {}
-        if not isinstance(value, str):
+        if not isinstance(value, str) or (attempt and not value.lstrip().startswith("{")):
+            # a JSON string that holds no object ('"sales.csv"') is a string, not text to decode again
             raise ArgumentsError(f"arguments must be a JSON object, got {type(value).__name__}")
         try:
             value = json_limits.loads(value)

@@ -73,8 +73,8 @@ class BuiltinTool:
     numeric_columns: tuple[str, ...] = ()
     """The numeric ones among :attr:`columns` (the enum of ``query_data.column`` and ``plot_chart.y``)."""
     categories: dict[str, tuple[str, ...]] = {}
-    """Text columns of the data file with few values (``{"region": ("East", "North", ...)}``); ``query_data``
-    gets one enum parameter per column (``"region": "North"`` keeps that region's rows), which a small model fills
+    """Text columns of the data file with few values (``{"region": ("East", "North", ...)}``); ``query_data`` and
+    ``plot_chart`` get one enum parameter per column (``"region": "North"`` keeps that region's rows), which a small model fills
     from the question's own words far more reliably than a filter expression."""
     periods: tuple[str, ...] = ()
     """Period names ("month", "quarter", "year") the data file's date column can be grouped by; they join the enum
@@ -120,7 +120,7 @@ class BuiltinTool:
                 if (self.spec.name, name) in (("query_data", "group_by"), ("plot_chart", "x")):
                     values += self.periods
                 props[name] = {**props[name], "enum": values}
-        if self.spec.name == "query_data" and self.categories:
+        if self.spec.name in COLUMN_PARAMETERS and self.categories:
             props = _with_value_parameters(props, self.categories)
         return {**schema, "properties": props}
 

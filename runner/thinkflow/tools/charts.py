@@ -12,8 +12,9 @@ from typing import Any
 
 from thinkflow.atomic import atomic_write_bytes
 from thinkflow.tools.base import ToolResult
-from thinkflow.tools.data import (AGG_ALIASES, PERIODS, DataToolError, _applicable_period, _column, _has_column,
-                                  _load, _plain, _unfold_aggregate, date_columns, query)
+from thinkflow.tools.data import (AGG_ALIASES, DataToolError, PERIODS, date_columns, query, select_rows,
+                                  selection_text, _applicable_period, _column, _has_column, _load, _plain,
+                                  _unfold_aggregate)
 from thinkflow.tools.files import WorkspaceError, resolve_in
 
 MAX_BAR_LABELS = 20  # a categorical axis with more labels shows every n-th one
@@ -42,7 +43,8 @@ def _chart_path(root: Path, output: str | None, default: str) -> Path:
 
 
 def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: str | None = None,
-               title: str | None = None, output: str | None = None, period: str | None = None) -> ToolResult:
+               title: str | None = None, output: str | None = None, period: str | None = None,
+               filter: str | None = None, **where: str) -> ToolResult:
     """Plot ``y`` against ``x`` (aggregated per ``x`` with ``agg`` when given) as a line, bar or scatter chart
     and save a PNG inside the workspace (matplotlib, Agg backend; written to a temporary file and renamed, so a
     crash never leaves half a PNG). A bar or line chart whose ``x`` repeats and that has no ``agg`` sums ``y`` per
@@ -50,7 +52,9 @@ def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: st
     by month/quarter/year (one labelled point per period); without, the axis is a time axis with a few
     concise date ticks. A categorical axis of more than :data:`MAX_BAR_LABELS` labels shows every n-th label.
     An aggregated chart of at most :data:`MAX_LISTED_POINTS` points lists them on a second line (``East: 77991.76;
-    North: ...``) for the answer to quote. ``data``: ``path`` (absolute), ``wrote`` (workspace-relative), ``points``, ``kind``, ``x``, ``y``, ``agg``, ``period``."""
+    North: ...``) for the answer to quote. Only the rows kept by ``where`` (``product="Laptop"``: the agent's data
+    file gives its text columns as enum parameters) and ``filter`` are plotted (:func:`~.data.select_rows`); the
+    observation and the default title and file name say which. ``data``: ``path`` (absolute), ``wrote`` (workspace-relative), ``points``, ``kind``, ``x``, ``y``, ``agg``, ``period``."""
     try:
         df, _ = _load(root, path)
         y, agg = _unfold_aggregate(df, y, agg)
@@ -60,6 +64,8 @@ def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: st
         period, ignored = _applicable_period(df, x_col, period)
         if df.empty:
             raise DataToolError(f"nothing to plot: {path} has no rows")
+        df = select_rows(df, filter, where)
+        rows = selection_text(filter, where)
         if kind not in ("line", "bar", "scatter"):
             raise DataToolError(f"kind must be line, bar or scatter; got {kind!r}")
         if agg is not None:
@@ -78,13 +84,14 @@ def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: st
             xs, ys = df[x_col], df[y_col]
             y_label = y_col
         x_label = f"{x_col} ({period})" if period else x_col
-        safe = lambda name: re.sub(r"[^A-Za-z0-9_-]+", "_", name)  # noqa: E731
-        default = f"{safe(y_col)}_by_{safe(x_col)}{'_' + period if period else ''}.png"
+        safe = lambda name: re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_")  # noqa: E731
+        default = (f"{safe(y_col)}_by_{safe(x_col)}{'_' + period if period else ''}"
+                   f"{'_' + safe(rows)[:60] if rows else ''}.png")
         target = _chart_path(root, output, default)
     except WorkspaceError as exc:
         return ToolResult("denied", str(exc))
     time_axis = x_col in date_columns(df) and not period
-    plain = (title or f"{y_label} by {x_label}").replace("$", r"\$")  # a "$" is text, never matplotlib mathtext
+    plain = (title or f"{y_label} by {x_label}{f' ({rows})' if rows else ''}").replace("$", r"\$")  # never mathtext
     fig = draw_chart(kind, xs, ys, time_axis=time_axis, x_label=x_label.replace("$", r"\$"),
                      y_label=y_label.replace("$", r"\$"), title=plain)
     points = len(xs)
@@ -96,12 +103,13 @@ def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: st
     except OSError as exc:  # a parent that is a file, a full disk: say which path, not a traceback
         raise DataToolError(f"cannot write the chart to {rel}: {exc.strerror or exc}; give output a .png path in "
                             "a folder of the workspace") from exc
-    text = f"saved {kind} chart of {y_label} by {x_label} ({points} points) to {rel}{note}"
+    text = (f"saved {kind} chart of {y_label} by {x_label}{f' for {rows}' if rows else ''} ({points} points) to "
+            f"{rel}{note}")
     if agg and points <= MAX_LISTED_POINTS:  # the plotted numbers, for an answer that quotes them
         text += "\n" + "; ".join(f"{_shown(x)}: {_shown(y)}" for x, y in zip(xs, ys))
     return ToolResult("ok", text,
                       {"path": str(target), "wrote": rel, "points": points, "kind": kind, "x": x_col, "y": y_col,
-                       "agg": agg, "period": period})
+                       "agg": agg, "period": period, "rows": rows})
 
 
 def draw_chart(kind: str, xs: Any, ys: Any, *, time_axis: bool, x_label: str, y_label: str, title: str) -> Any:

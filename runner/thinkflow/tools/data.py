@@ -209,6 +209,29 @@ def _records(frame: Any) -> list[dict[str, Any]]:
     return out
 
 
+def select_rows(df: Any, filter: str | None = None, where: dict[str, str] | None = None) -> Any:
+    """The rows of ``df`` whose text columns equal the values of ``where`` (``{"product": "Laptop"}``, ignoring
+    case; :data:`ALL` keeps every row), then those matching ``filter`` (:func:`apply_filter`). Raises
+    DataToolError for an unknown column, a filter it cannot read, or when no row is left (a total of 0.0 or a
+    mean of NaN would read like an answer)."""
+    for key, value in (where or {}).items():
+        name = _column(df, key)
+        if str(value).casefold() != ALL or (df[name].astype(str).str.casefold() == ALL).any():
+            df = keep_value(df, name, str(value))
+    if filter:
+        df = apply_filter(df, filter)
+    if df.empty and (filter or where):
+        asked = [f"{k} {v!r}" for k, v in (where or {}).items()] + ([f"filter {filter!r}"] if filter else [])
+        raise DataToolError(f"no rows match {' and '.join(asked)}")
+    return df
+
+
+def selection_text(filter: str | None = None, where: dict[str, str] | None = None) -> str:
+    """The rows a chart or a result covers, in words: ``"product Laptop, units > 3"`` ("" for every row)."""
+    parts = [f"{k} {v}" for k, v in (where or {}).items() if str(v).casefold() != ALL]
+    return ", ".join(parts + ([filter] if filter else []))
+
+
 def query(df: Any, group_by: str | None = None, column: str | None = None, agg: str | None = None,
           filter: str | None = None, sort: str | None = None, top: int | None = None,
           period: str | None = None, where: dict[str, str] | None = None) -> Any:
@@ -221,15 +244,7 @@ def query(df: Any, group_by: str | None = None, column: str | None = None, agg: 
     ``sort`` keeps the largest values. ``where`` (``{column: value}``) keeps the rows whose text ``column`` equals
     ``value`` (ignoring case), before ``filter``."""
     pd = _pandas()
-    for key, value in (where or {}).items():
-        name = _column(df, key)
-        if str(value).casefold() != ALL or (df[name].astype(str).str.casefold() == ALL).any():
-            df = keep_value(df, name, str(value))
-    if filter:
-        df = apply_filter(df, filter)
-    if df.empty and (filter or where):  # a total of 0.0 or a mean of NaN would read like an answer
-        asked = [f"{k} {v!r}" for k, v in (where or {}).items()] + ([f"filter {filter!r}"] if filter else [])
-        raise DataToolError(f"no rows match {' and '.join(asked)}")
+    df = select_rows(df, filter, where)
     column = _column(df, column) if column else None
     if agg is not None:
         agg = AGG_ALIASES.get(str(agg).lower(), str(agg).lower())

@@ -322,3 +322,30 @@ def test_tools_call_with_an_agent_sees_the_schemas_a_run_sends():
     assert props["region"]["enum"][:2] == ["all", "East"]
     nord = box.call("query_data", {"path": "examples/sales.csv", "column": "sales", "region": "Nord"})
     assert nord.status == "invalid" and '"North"' in nord.text
+
+
+def test_plot_chart_charts_the_rows_of_one_product_and_says_so(tmp_path):
+    from thinkflow.config.spec import AgentSpec, PromptSpec, ToolRef
+
+    (tmp_path / "examples").mkdir()
+    shutil.copy(SALES, tmp_path / "examples" / "sales.csv")
+    spec = AgentSpec(name="a", prompt=PromptSpec(text="Answer questions about examples/sales.csv."),
+                     tools=(ToolRef("plot_chart"),), workspace=tmp_path)
+    box = Toolbox({n: build_tool(s, tmp_path) for n, s in builtin_specs().items()}, approver=auto_approver(True))
+    bind_dataset_columns(box, spec)
+    props = box.get("plot_chart").parameters()["properties"]
+    assert props["product"]["enum"][:2] == ["all", "Docking Station"] and "filter" in props
+    assert list(props)[-3:] == ["region", "product", "filter"]  # the row choices last, before the filter
+    result = box.call("plot_chart", {"path": "examples/sales.csv", "x": "month", "y": "sales", "kind": "line",
+                                     "product": "Laptop", "region": "all", "filter": "units >= 1"})
+    assert result.status == "ok", result.text
+    df = pd.read_csv(SALES, parse_dates=["date"])
+    laptop = df[df["product"] == "Laptop"].groupby(df["date"].dt.to_period("M"))["sales"].sum()
+    listed = dict(item.split(": ") for item in result.text.splitlines()[1].split("; "))
+    assert {k: round(float(v), 2) for k, v in listed.items()} == {str(k): round(v, 2) for k, v in laptop.items()}
+    assert "for product Laptop, units >= 1" in result.text.splitlines()[0]
+    assert result.data["wrote"] == "charts/sales_by_date_month_product_Laptop_units_1.png"
+    assert (tmp_path / result.data["wrote"]).stat().st_size > 1000
+    nothing = box.call("plot_chart", {"path": "examples/sales.csv", "x": "month", "y": "sales",
+                                      "filter": "units > 1000"})
+    assert nothing.status == "error" and "no rows match filter 'units > 1000'" in nothing.text

@@ -1468,3 +1468,23 @@ def test_a_repetition_warning_in_native_style_leaves_the_tools_offered(openai_se
     result, _ = go(make_spec(openai_server, tmp_path), "2 times 21?", tmp_path)
     assert result.answer == "42"
     assert all(r.get("tools") for r in openai_server.requests)
+
+
+def test_a_value_every_called_tool_left_out_asks_for_a_call_of_each():
+    from thinkflow.model.messages import ToolCall
+    from thinkflow.run.question_values import unused_value_review, unused_values
+    from thinkflow.run.step import CallOutcome
+
+    enum = {"type": "object", "properties": {"product": {"enum": ["all", "Laptop", "Mouse"]}}}
+    calls = [CallOutcome(ToolCall("c1", "query_data", {"group_by": "month", "product": "all"}), "ok", "..."),
+             CallOutcome(ToolCall("c2", "plot_chart", {"x": "month", "product": "all"}), "ok", "saved")]
+    found = unused_values("Draw a line chart of the monthly sales of Laptop only.", calls,
+                          {"query_data": enum, "plot_chart": enum})
+    assert found == [("query_data", "product", "Laptop"), ("plot_chart", "product", "Laptop")]
+    code, problem, request, needs_call = unused_value_review(["query_data", "plot_chart"], "product", "Laptop", calls)
+    assert problem == "the question names product 'Laptop', but no query_data or plot_chart call used it"
+    assert ('Call query_data with these arguments: {"group_by": "month", "product": "Laptop"}, and plot_chart with '
+            'these arguments: {"x": "month", "product": "Laptop"}, then answer') in request
+    # one tool: the wording the suite was tuned on
+    assert unused_value_review("query_data", "product", "Laptop", calls)[1] == (
+        "the question names product 'Laptop', but no query_data call used it")

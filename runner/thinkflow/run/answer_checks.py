@@ -189,8 +189,11 @@ class AnswerChecks:
         """
         failed = list(self._failed(answer, reply, previous_calls, written, thought, tool_names))
         if previous_calls and tool_params:
-            failed += [unused_value_review(*found, run_calls)
-                       for found in unused_values(question, run_calls, tool_params)[:1]]
+            found = unused_values(question, run_calls, tool_params)
+            if found:  # the first value left out, with every called tool that left it out
+                _, param, value = found[0]
+                tools = [tool for tool, p, v in found if (p, v) == (param, value)]
+                failed.append(unused_value_review(tools, param, value, run_calls))
         for code, problem, request, needs_call in failed if not last_step else ():
             budget = SHARED_BUDGET.get(code, code)
             if self.sent.get(budget, 0) < MAX_SEND_BACKS:

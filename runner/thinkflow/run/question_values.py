@@ -243,21 +243,28 @@ def _sentence_start(words: Sequence[str], i: int) -> bool:
     return i == 0 or words[i - 1] in _SENTENCE_END
 
 
-def unused_value_review(tool: str, param: str, value: str,
+def unused_value_review(tool: str | Sequence[str], param: str, value: str,
                         calls: Sequence[CallOutcome] = ()) -> tuple[str, str, str, bool]:
     """The ``(code, problem, request, needs_call)`` of an ``unused_value`` finding: ``tool``'s calls left out
     ``param`` = ``value``, which the question names. The request spells out the call to make: the arguments of the
     last ``ok`` call of ``tool`` in ``calls`` with ``param`` set to ``value`` (a small model asked to "add" an
     argument dropped the others: suite ``csv-west-mouse-units``, run 11, lost ``region: West``), cut to
     :data:`MAX_SUGGESTED_CHARS`. It asks for an answer to the whole question from all the results: after the call
-    for Bergen the model answered with Bergen's temperature alone (suite ``http-two-cities``, run 12)."""
-    last = next((c.call.arguments for c in reversed(calls) if c.status == "ok" and c.call.name == tool), {})
-    suggested = json.dumps({**last, param: value}, ensure_ascii=False, default=str)
-    if len(suggested) > MAX_SUGGESTED_CHARS:
-        suggested = json.dumps({param: value}, ensure_ascii=False)
-    return ("unused_value", f"the question names {param} {value!r}, but no {tool} call used it",
-            f"The question names {param} {value!r}, but none of your {tool} calls used it, so the results you "
-            f"answered from do not cover {value!r}. Call {tool} with these arguments: {suggested}, then answer "
+    for Bergen the model answered with Bergen's temperature alone (suite ``http-two-cities``, run 12). ``tool`` may
+    name several tools that all left the value out (``query_data`` and ``plot_chart`` for "a chart of Laptop
+    only"): the request then spells out a call of each."""
+    tools = [tool] if isinstance(tool, str) else list(dict.fromkeys(tool))
+    suggestions = []
+    for name in tools:
+        last = next((c.call.arguments for c in reversed(calls) if c.status == "ok" and c.call.name == name), {})
+        suggested = json.dumps({**last, param: value}, ensure_ascii=False, default=str)
+        if len(suggested) > MAX_SUGGESTED_CHARS:
+            suggested = json.dumps({param: value}, ensure_ascii=False)
+        suggestions.append(f"{name} with these arguments: {suggested}")
+    names = " or ".join(tools)
+    return ("unused_value", f"the question names {param} {value!r}, but no {names} call used it",
+            f"The question names {param} {value!r}, but none of your {names} calls used it, so the results you "
+            f"answered from do not cover {value!r}. Call {', and '.join(suggestions)}, then answer "
             "the whole question from the results of all your calls.", True)
 
 

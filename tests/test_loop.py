@@ -1477,14 +1477,16 @@ def test_a_value_every_called_tool_left_out_asks_for_a_call_of_each():
 
     enum = {"type": "object", "properties": {"product": {"enum": ["all", "Laptop", "Mouse"]}}}
     calls = [CallOutcome(ToolCall("c1", "query_data", {"group_by": "month", "product": "all"}), "ok", "..."),
-             CallOutcome(ToolCall("c2", "plot_chart", {"x": "month", "product": "all"}), "ok", "saved")]
+             CallOutcome(ToolCall("c2", "plot_chart", {"x": "month", "product": "all",
+                                                       "title": "Monthly Sales of Laptop"}), "ok", "saved")]
     found = unused_values("Draw a line chart of the monthly sales of Laptop only.", calls,
                           {"query_data": enum, "plot_chart": enum})
     assert found == [("query_data", "product", "Laptop"), ("plot_chart", "product", "Laptop")]
     code, problem, request, needs_call = unused_value_review(["query_data", "plot_chart"], "product", "Laptop", calls)
     assert problem == "the question names product 'Laptop', but no query_data or plot_chart call used it"
     assert ('Call query_data with these arguments: {"group_by": "month", "product": "Laptop"}, and plot_chart with '
-            'these arguments: {"x": "month", "product": "Laptop"}, then answer') in request
+            'these arguments: {"x": "month", "product": "Laptop", "title": "Monthly Sales of Laptop"}, then answer'
+            ) in request
     # one tool: the wording the suite was tuned on
     assert unused_value_review("query_data", "product", "Laptop", calls)[1] == (
         "the question names product 'Laptop', but no query_data call used it")

@@ -306,33 +306,3 @@ def test_close_fsyncs_in_place_when_no_thread_can_start(tmp_path, monkeypatch):
     writer = TraceWriter(tmp_path / "r.jsonl")
     writer.close()
     assert len(synced) == 1 and trace_mod.wait_for_syncs(timeout=0) is True  # nothing left pending
-
-
-def test_a_background_writer_keeps_the_order_and_close_waits_for_every_line(tmp_path):
-    path = tmp_path / "bg.jsonl"
-    writer = TraceWriter(path, secrets=["sk-secret-123"], background=True)
-    for i in range(200):
-        writer.write(ev.ToolCalled(step=i, call_id=f"c{i}", name="t", arguments={"key": "sk-secret-123", "i": i}))
-    assert writer.drain(timeout=10)
-    writer.write(ev.RunWarning("last", code="x"))
-    writer.close()
-    events = read_trace(path)
-    assert [e["step"] for e in events[:200]] == list(range(200))
-    assert events[-1]["message"] == "last"
-    assert "sk-secret-123" not in path.read_text() and events[0]["arguments"]["key"] == "***"
-    writer.write(ev.RunWarning("after close", code="x"))  # ignored, as for an inline writer
-    assert len(read_trace(path)) == 201
-
-
-def test_an_event_the_background_writer_cannot_encode_is_an_error_not_a_hang(tmp_path):
-    class Broken:
-        def to_dict(self):
-            raise KeyError("no")
-
-    writer = TraceWriter(tmp_path / "broken.jsonl", background=True)
-    writer.write(Broken())
-    writer.write(ev.RunWarning("still written", code="x"))
-    assert writer.drain(timeout=10)
-    writer.close()
-    assert isinstance(writer.error, KeyError)
-    assert [e["message"] for e in read_trace(tmp_path / "broken.jsonl")] == ["still written"]

@@ -223,7 +223,7 @@ class RunBase:
         """Open the trace, do the work, and finish with its outcome whatever happens: Ctrl-C ends the run as
         ``interrupted`` with the partial answer; a crash (a broken setup or a bug) is saved, then re-raised."""
         if self.write_trace:
-            self.trace = TraceWriter(self.trace_path, self.agent.secrets, background=True)
+            self.trace = TraceWriter(self.trace_path, self.agent.secrets)
         try:
             try:
                 outcome = self._work()
@@ -291,7 +291,7 @@ class RunBase:
                 self.emit(ev.RunWarning(f"the session was not saved: {failure}", code="session_write"))
         if status == "completed":
             self._remember(answer, tool_results)
-        if self.trace is not None and self.trace.drain(timeout=10.0) and self.trace.error is not None:
+        if self.trace is not None and self.trace.error is not None:
             self.emit(ev.RunWarning(f"the trace is incomplete: an event could not be written ({self.trace.error})",
                                     code="trace_write"))
         self.emit(ev.RunFinished(

@@ -5,8 +5,7 @@ directory). Each line is an event's ``to_dict()`` (see :mod:`thinkflow.run.event
 keys, at any depth -- scrubbed of the run's secrets. Lines are flushed before each wait (fsynced after close, in
 the background: see :meth:`TraceWriter.close`), so a crash keeps every finished step; a reader skips a last line
 cut off mid-write. Trace files are private (mode 0600): they hold the whole conversation and every observation, as
-session files do. A run's trace is written by the process's one trace-writing thread (``background=True``): the loop
-hands each event over and goes on, and closing the trace waits until every line is written.
+session files do.
 
 A trace stays linear in the run's length: a ``model_request`` line does not repeat the conversation. Every message
 is written once, the first time a request holds it, and numbered in the order of the file (0, 1, 2, ...); a request
@@ -148,17 +147,12 @@ class TraceWriter:
     Args:
         path: the trace file (parent directories are created).
         secrets: values to redact from every line.
-        background: encode and write the events in the process's one trace-writing thread (the loop's choice, see
-            :meth:`write`); False: in the caller's thread, before :meth:`write` returns.
     Raises:
         TraceError: the file cannot be created.
     """
 
-    def __init__(self, path: str | os.PathLike[str], secrets: Iterable[str | None] = (), *, background: bool = False):
+    def __init__(self, path: str | os.PathLike[str], secrets: Iterable[str | None] = ()):
         self.path = Path(path)
-        self.background = background
-        self._queued = 0  # events handed to the writing thread and not yet written
-        self._idle = threading.Condition()
         self.redact = Redactor(secrets)
         # each secret as it appears inside a JSON string, to spot the lines that hold one
         self._escaped = [json.dumps(secret, ensure_ascii=False)[1:-1] for secret in self.redact.secrets]
@@ -181,42 +175,7 @@ class TraceWriter:
         operating system, so a crash or ``kill -9`` of this process keeps every line written before the run's last
         wait; the few lines of the milliseconds since are in Python's buffer. The file is fsynced after the run
         closes it (fsync per line would cost more than the loop itself, see bench/RESULTS.md). Write errors are
-        swallowed after the first (a full disk must not end the run); see :attr:`error`.
-
-        With ``background`` the event is queued and this returns at once: the trace-writing thread encodes it,
-        writes it and flushes after a :data:`FLUSH_AFTER` event while the loop goes on to its wait (the loop's own
-        time per step no longer holds the encoding, nor a ``write`` a busy disk stalls). An event is encoded as it
-        is when the thread reaches it: the loop's events hold values it does not change afterwards.
-        :meth:`drain` and :meth:`close` wait for the queue."""
-        if self._file is None:
-            return
-        if self.background and _start_writer():
-            with self._idle:
-                self._queued += 1
-            _events.put((self, event))
-            return
-        self._write_now(event)
-
-    def drain(self, timeout: float | None = None) -> bool:
-        """Wait until every event handed to the writing thread is written (at most ``timeout`` seconds; None: as
-        long as the thread lives). True when none is left."""
-        end = None if timeout is None else time.monotonic() + timeout
-        with self._idle:
-            while self._queued:
-                left = None if end is None else end - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                if not self._idle.wait(0.5 if left is None else min(left, 0.5)) and not _writer_alive():
-                    return not self._queued  # the thread died: what it did not write is lost (see error)
-            return True
-
-    def _written(self) -> None:
-        with self._idle:
-            self._queued -= 1
-            if not self._queued:
-                self._idle.notify_all()
-
-    def _write_now(self, event: Any) -> None:
+        swallowed after the first (a full disk must not end the run); see :attr:`error`."""
         file = self._file  # one read: a close() in another thread may clear it meanwhile
         if file is None:
             return
@@ -244,7 +203,6 @@ class TraceWriter:
         the fsync, for a power loss, costs milliseconds on a journaling file system (ext4 here) that the run need
         not wait for. :func:`wait_for_syncs` waits for them; it runs at interpreter exit and before
         ``thinkflow-run``'s fast exit."""
-        self.drain()
         file, self._file = self._file, None
         if file is None:
             return
@@ -259,42 +217,6 @@ class TraceWriter:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-_events: queue.SimpleQueue = queue.SimpleQueue()
-_writer: threading.Thread | None = None
-_writer_lock = threading.Lock()
-
-
-def _start_writer() -> bool:
-    """Start the process's trace-writing thread on first use; False when no thread can start (write inline)."""
-    global _writer
-    if _writer is not None and _writer.is_alive():
-        return True
-    with _writer_lock:
-        if _writer is None or not _writer.is_alive():
-            thread = threading.Thread(target=_write_forever, name="thinkflow-trace-write", daemon=True)
-            try:
-                thread.start()
-            except RuntimeError:  # can't start new thread
-                return False
-            _writer = thread
-    return True
-
-
-def _writer_alive() -> bool:
-    return _writer is not None and _writer.is_alive()
-
-
-def _write_forever() -> None:
-    while True:
-        writer, event = _events.get()
-        try:
-            writer._write_now(event)
-        except Exception as error:  # noqa: BLE001 - an event that cannot be encoded must not stop the thread
-            writer.error = writer.error or error
-        finally:
-            writer._written()
 
 
 _SYNCED = threading.Condition()

@@ -349,3 +349,13 @@ def test_plot_chart_charts_the_rows_of_one_product_and_says_so(tmp_path):
     nothing = box.call("plot_chart", {"path": "examples/sales.csv", "x": "month", "y": "sales",
                                       "filter": "units > 1000"})
     assert nothing.status == "error" and "no rows match filter 'units > 1000'" in nothing.text
+
+
+def test_the_highest_and_lowest_groups_of_an_integer_column_keep_integer_keys(ws):
+    box, df, _ = ws
+    result = box.call("query_data", {"path": "examples/sales.csv", "group_by": "units", "column": "sales"})
+    assert result.status == "ok", result.text
+    sums = df.groupby("units")["sales"].sum()
+    line = next(x for x in result.text.splitlines() if x.startswith("highest"))
+    assert line.startswith(f"highest sum_sales: {sums.idxmax()} ({round(sums.max(), 4)}); "
+                           f"lowest sum_sales: {sums.idxmin()} (")

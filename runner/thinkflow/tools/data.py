@@ -333,12 +333,13 @@ def _extremes(result: Any) -> str | None:
     values = result.iloc[:, 1]
     if values.isna().all():
         return None
-    high, low = result.loc[values.idxmax()], result.loc[values.idxmin()]
+    keys = result.iloc[:, 0]  # read per column: a row of an int key and a float value would show the key as 4.0
+    high, low = values.idxmax(), values.idxmin()
     name = result.columns[1]
 
     def shown(value: Any) -> Any:
         value = _plain(value)
         return round(value, 4) if isinstance(value, float) else value
 
-    return (f"highest {name}: {_plain(high.iloc[0])} ({shown(high.iloc[1])}); "
-            f"lowest {name}: {_plain(low.iloc[0])} ({shown(low.iloc[1])})")
+    return (f"highest {name}: {_plain(keys.loc[high])} ({shown(values.loc[high])}); "
+            f"lowest {name}: {_plain(keys.loc[low])} ({shown(values.loc[low])})")

@@ -18,7 +18,8 @@ from thinkflow.run.answer_files import missing_files_request
 from thinkflow.run.tool_calls import DUPLICATE_CALL
 from thinkflow.run.session import Session
 from thinkflow.config.spec import AgentSpec, LoopSpec, ModelSpec, PromptSpec, ToolRef
-from thinkflow.run.trace import read_trace, rebuild_request
+from thinkflow.run.trace import read_trace
+from thinkflow.run.trace_requests import rebuild_request
 
 API_KEY = "sk-test-key-0123456789"
 

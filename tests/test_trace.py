@@ -147,7 +147,7 @@ def test_trace_show_unknown_run_fails(tmp_path):
 # ------------------------------------------------------------------------------------ requests, linear in size
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from thinkflow.run.trace import expand_requests, rebuild_request  # noqa: E402
+from thinkflow.run.trace_requests import expand_requests, rebuild_request  # noqa: E402
 
 TOOLS = [{"type": "function", "function": {"name": "calculator", "description": "Evaluate arithmetic.",
                                            "parameters": {"type": "object", "properties": {"e": {"type": "string"}}}}}]

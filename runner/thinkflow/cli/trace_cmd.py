@@ -23,7 +23,8 @@ def _show(path: Path, full: bool, as_json: bool, html: Path | None = None) -> No
     from rich.console import Console
 
     from thinkflow.errors import TraceError
-    from thinkflow.run.trace import expand_requests, read_trace
+    from thinkflow.run.trace import read_trace
+    from thinkflow.run.trace_requests import expand_requests
     from thinkflow.cli.trace_render import render_trace
 
     from thinkflow.redaction import Redactor

@@ -58,6 +58,11 @@ _NOT_ITEMS = frozenset({"i", "i'm", "i'd", "i'll", "hi", "hello", "hey", "ok", "
 """Capitalised words that are never a listed value ("Oslo and I want it in Celsius")."""
 
 
+NAMING_ARGUMENTS = frozenset({"title", "output"})
+"""Arguments that name a result rather than choose what it holds: a chart titled "Monthly Sales of Laptop" over
+every product did not use the question's "Laptop" (its ``product`` was ``all``)."""
+
+
 def unused_values(question: str, calls: Sequence[CallOutcome],
                   tool_params: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """``(tool, parameter, value)`` for each value ``question`` names that no ``ok`` call of a called tool used (see
@@ -76,8 +81,8 @@ def unused_values(question: str, calls: Sequence[CallOutcome],
     for tool in dict.fromkeys(call.name for call in ok):
         mine = [call for call in ok if call.name == tool]
         used = [v for call in mine for v in call.arguments.values() if isinstance(v, str)]
-        used_text = "\n".join(v[:10_000] for call in mine
-                              for v in _strings({k: a for k, a in call.arguments.items() if k not in NAMING_ARGUMENTS}))
+        chosen = [{k: a for k, a in call.arguments.items() if k not in NAMING_ARGUMENTS} for call in mine]
+        used_text = "\n".join(v[:10_000] for arguments in chosen for v in _strings(arguments))
         schema = tool_params.get(tool)
         properties = schema.get("properties") if isinstance(schema, Mapping) else None
         for param, prop in (properties.items() if isinstance(properties, Mapping) else ()):
@@ -97,10 +102,6 @@ def unused_values(question: str, calls: Sequence[CallOutcome],
                     found.append((tool, param, item))
     return found
 
-
-NAMING_ARGUMENTS = frozenset({"title", "output"})
-"""Arguments that name a result rather than choose what it holds: a chart titled "Monthly Sales of Laptop" over
-every product did not use the question's "Laptop" (its ``product`` was ``all``)."""
 
 MAX_STRINGS = 200
 """String arguments read per call, nested ones included (``filters: {"region": "West"}``)."""

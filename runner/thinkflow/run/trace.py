@@ -12,9 +12,9 @@ is written once, the first time a request holds it, and numbered in the order of
 lists its messages as ``parts``: ``[a, b]`` for the messages numbered a..b, or ``{"new": message}`` for a message
 seen for the first time (it takes the next number). ``message_count`` is the request's length. The tool list is
 written when it changes and named by ``tools_id`` otherwise. The same holds for the model requests of sub-agents
-nested in ``subagent_event`` lines. :func:`expand_requests` and :func:`rebuild_request` give back each request
-exactly as it was sent (secrets redacted); traces written before this format (a full ``messages`` list) read as
-they are.
+nested in ``subagent_event`` lines. The encoding lives in :mod:`thinkflow.run.trace_requests`, whose
+``expand_requests`` and ``rebuild_request`` give back each request exactly as it was sent (secrets redacted);
+traces written before this format (a full ``messages`` list) read as they are.
 """
 
 from __future__ import annotations
@@ -27,12 +27,13 @@ import secrets as _secrets
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from thinkflow import jsonout
 from thinkflow.atomic import clean_stale_temp_files
 from thinkflow.errors import TraceError
 from thinkflow.redaction import Redactor
+from thinkflow.run.trace_requests import _default, _RequestLog
 
 DEFAULT_TRACE_DIR = Path(".thinkflow") / "runs"
 
@@ -40,95 +41,6 @@ DEFAULT_TRACE_DIR = Path(".thinkflow") / "runs"
 def new_run_id() -> str:
     """A sortable, unique run id: ``YYYYmmdd-HHMMSS-<6 hex>`` (local time)."""
     return time.strftime("%Y%m%d-%H%M%S") + "-" + _secrets.token_hex(3)
-
-
-def _default(value: Any) -> Any:
-    """JSON fallback for objects in events: dataclasses/objects with to_dict, paths, sets, anything else as str."""
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=str)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
-
-
-class _RequestLog:
-    """The writer's side of the ``model_request`` encoding: the number of every message and tool list written.
-
-    A message at the same position as in the previous request of the same stream (the top-level run, or one
-    sub-agent) is matched by equality, without serialising it; other messages are looked up by their canonical JSON.
-    Numbers are committed only once the line is written, so a failed write never leaves a reference to a message
-    the file does not hold.
-    """
-
-    def __init__(self) -> None:
-        self.numbers: dict[str, int] = {}
-        self.next_number = 0
-        self.tools: dict[str, int] = {}
-        self.previous: dict[str, list[tuple[Any, int]]] = {}
-        self.previous_tools: dict[str, tuple[list[Any], str, int]] = {}
-
-    def encode(self, data: dict[str, Any], stream: str) -> tuple[dict[str, Any], Callable[[], None]]:
-        """``data`` (a model_request dict) with ``messages``/``tools`` replaced by ``parts``/``tools_id`` (and
-        ``tools`` when new), and the commit to call once its line is written."""
-        messages = list(data.get("messages") or [])
-        previous = self.previous.get(stream, [])
-        added: dict[str, int] = {}
-        next_number = self.next_number
-        numbers: list[int] = []
-        parts: list[Any] = []
-        for i, message in enumerate(messages):
-            if i < len(previous) and previous[i][0] == message:
-                number = previous[i][1]
-            else:
-                key = json.dumps(message, sort_keys=True, default=_default, ensure_ascii=False)
-                number = self.numbers.get(key, added.get(key, -1))
-                if number < 0:
-                    number = added[key] = next_number
-                    next_number += 1
-                    numbers.append(number)
-                    parts.append({"new": message})
-                    continue
-            numbers.append(number)
-            if parts and isinstance(parts[-1], list) and parts[-1][1] + 1 == number:
-                parts[-1][1] = number
-            else:
-                parts.append([number, number])
-        out = {k: v for k, v in data.items() if k not in ("messages", "tools")}
-        out["parts"] = parts
-        out["message_count"] = len(messages)
-        tools = data.get("tools") or []
-        last = self.previous_tools.get(stream)
-        if last is not None and len(last[0]) == len(tools) and all(a is b for a, b in zip(last[0], tools)):
-            tools_key, tools_id = last[1], last[2]  # the same definition objects as last step: no JSON to encode
-        else:
-            tools_key = json.dumps(tools, sort_keys=True, default=_default, ensure_ascii=False)
-            tools_id = self.tools.get(tools_key)
-        if tools_id is None:
-            tools_id = len(self.tools)
-            out["tools"] = tools
-        out["tools_id"] = tools_id
-
-        def commit() -> None:
-            self.numbers.update(added)
-            self.next_number = next_number
-            self.tools.setdefault(tools_key, tools_id)
-            self.previous[stream] = list(zip(messages, numbers))
-            self.previous_tools[stream] = (list(tools), tools_key, tools_id)
-
-        return out, commit
-
-    def encode_event(self, data: dict[str, Any]) -> tuple[dict[str, Any], Callable[[], None] | None]:
-        """Encode a ``model_request`` dict, or the one nested in a ``subagent_event``; other events unchanged."""
-        if data.get("type") == "model_request" and "messages" in data:
-            return self.encode(data, "")
-        inner = data.get("event")
-        if data.get("type") == "subagent_event" and isinstance(inner, dict) and inner.get("type") == "model_request" \
-                and "messages" in inner:
-            encoded, commit = self.encode(inner, f"{data.get('depth')}/{data.get('agent')}")
-            return {**data, "event": encoded}, commit
-        return data, None
 
 
 FLUSH_AFTER = frozenset({"run_started", "model_request", "tool_called", "run_finished"})
@@ -297,76 +209,6 @@ def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
                 break
             raise TraceError(f"{path}:{number}: not a trace line: {error.msg}") from error
     return events
-
-
-class _RequestRebuilder:
-    """The reader's side: numbers the ``new`` messages in file order and expands ``parts`` back into messages."""
-
-    def __init__(self, source: str):
-        self.source = source
-        self.messages: list[Any] = []
-        self.tools: dict[int, Any] = {}
-
-    def expand(self, event: dict[str, Any]) -> dict[str, Any]:
-        """``event`` (a model_request dict) with ``messages`` and ``tools`` as sent.
-
-        Raises:
-            TraceError: a part names a message the trace does not hold (a damaged trace).
-        """
-        if "parts" not in event:
-            return event
-        messages: list[Any] = []
-        for part in event.get("parts") or []:
-            if isinstance(part, dict):
-                self.messages.append(part.get("new"))
-                messages.append(part.get("new"))
-            else:
-                start, end = int(part[0]), int(part[1])
-                if not 0 <= start <= end < len(self.messages):
-                    raise TraceError(f"{self.source}: step {event.get('step')} refers to messages {start}..{end}, "
-                                     f"but only {len(self.messages)} were written before it")
-                messages.extend(self.messages[start:end + 1])
-        tools_id = event.get("tools_id")
-        if "tools" in event:
-            self.tools[tools_id] = event["tools"]
-        out = {k: v for k, v in event.items() if k not in ("parts", "tools_id", "message_count")}
-        out["messages"] = messages
-        out["tools"] = self.tools.get(tools_id, [])
-        return out
-
-
-def expand_requests(events: Iterable[dict[str, Any]], source: str = "trace") -> list[dict[str, Any]]:
-    """``events`` (as :func:`read_trace` returns them) with every ``model_request`` -- top-level or nested in a
-    ``subagent_event`` -- holding its full ``messages`` and ``tools`` again, exactly as sent (secrets redacted).
-
-    Raises:
-        TraceError: the trace refers to a message it does not hold.
-    """
-    rebuilder = _RequestRebuilder(source)
-    out: list[dict[str, Any]] = []
-    for event in events:
-        if event.get("type") == "model_request":
-            event = rebuilder.expand(event)
-        elif event.get("type") == "subagent_event" and isinstance(event.get("event"), dict) \
-                and event["event"].get("type") == "model_request":
-            event = {**event, "event": rebuilder.expand(event["event"])}
-        out.append(event)
-    return out
-
-
-def rebuild_request(events: Iterable[dict[str, Any]], n: int) -> dict[str, Any]:
-    """The ``n``-th (0-based) top-level model request of a trace as sent: ``{"step", "style", "messages", "tools",
-    "response_format", "stop", "time"}`` (``messages`` in OpenAI's shape, system prompt first).
-
-    Raises:
-        TraceError: the trace has no request ``n``, or it is damaged.
-    """
-    requests = [e for e in expand_requests(events) if e.get("type") == "model_request"]
-    if not 0 <= n < len(requests):
-        raise TraceError(f"the trace has {len(requests)} model requests, no request {n}")
-    request = dict(requests[n])
-    request.pop("type", None)
-    return request
 
 
 def list_traces(trace_dir: str | os.PathLike[str] | None = None) -> list[Path]:

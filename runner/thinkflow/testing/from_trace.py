@@ -42,12 +42,11 @@ def flatten(events: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 def expanded(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """``events`` with every ``model_request`` holding its full messages and tools: traces that record each message
-    once (``parts``) are expanded by :func:`thinkflow.run.trace.expand_requests` where the trace module has it;
-    traces with full messages in each request pass as they are."""
-    from thinkflow.run import trace as trace_module
+    once (``parts``) are expanded by :func:`thinkflow.run.trace_requests.expand_requests`; traces with full
+    messages in each request pass as they are."""
+    from thinkflow.run.trace_requests import expand_requests
 
-    expand = getattr(trace_module, "expand_requests", None)
-    return expand(list(events)) if expand is not None else list(events)
+    return expand_requests(list(events))
 
 
 def model_calls(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

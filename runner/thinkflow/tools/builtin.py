@@ -74,8 +74,8 @@ class BuiltinTool:
     """The numeric ones among :attr:`columns` (the enum of ``query_data.column`` and ``plot_chart.y``)."""
     categories: dict[str, tuple[str, ...]] = {}
     """Text columns of the data file with few values (``{"region": ("East", "North", ...)}``); ``query_data`` and
-    ``plot_chart`` get one enum parameter per column (``"region": "North"`` keeps that region's rows), which a small model fills
-    from the question's own words far more reliably than a filter expression."""
+    ``plot_chart`` get one enum parameter per column (``"region": "North"`` keeps that region's rows), which a
+    small model fills from the question's own words far more reliably than a filter expression."""
     periods: tuple[str, ...] = ()
     """Period names ("month", "quarter", "year") the data file's date column can be grouped by; they join the enum
     of ``query_data.group_by``, which reads ``group_by: month`` as the month of the date column."""

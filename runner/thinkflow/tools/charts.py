@@ -54,7 +54,9 @@ def plot_chart(root: Path, path: str, x: str, y: str, kind: str = "bar", agg: st
     An aggregated chart of at most :data:`MAX_LISTED_POINTS` points lists them on a second line (``East: 77991.76;
     North: ...``) for the answer to quote. Only the rows kept by ``where`` (``product="Laptop"``: the agent's data
     file gives its text columns as enum parameters) and ``filter`` are plotted (:func:`~.data.select_rows`); the
-    observation and the default title and file name say which. ``data``: ``path`` (absolute), ``wrote`` (workspace-relative), ``points``, ``kind``, ``x``, ``y``, ``agg``, ``period``."""
+    observation and the default title and file name say which. ``data``: ``path`` (absolute), ``wrote``
+    (workspace-relative), ``points``, ``kind``, ``x``, ``y``, ``agg``, ``period``, ``rows`` (the selection in
+    words, "" for every row)."""
     try:
         df, _ = _load(root, path)
         y, agg = _unfold_aggregate(df, y, agg)

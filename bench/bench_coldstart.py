@@ -88,14 +88,20 @@ BARE_FIRST_REQUEST = ("import litellm, os, sys\n"
 its first request, beyond ``import litellm``: the modules its first call imports)."""
 
 
+PAUSED_FLOOR = "import gc; gc.disable(); import litellm, os; os._exit(0)"
+"""``import litellm`` with the cyclic collector paused, as ``thinkflow-run`` imports it (thinkflow/model/preload.py):
+the floor of ThinkFlow's own start-up work, apart from what pausing the collector saves."""
+
+
 def _first_request(runs: int, work: Path, floor: list[str] | None = None) -> dict[str, Any]:
     """``thinkflow-run`` on the bench agent (openai/bench at the bench server): launch -> first chat request.
 
     With ``floor`` (the ``import litellm`` command) each run of ``thinkflow-run`` is preceded by one run of the
-    floor and one of :data:`BARE_FIRST_REQUEST`, interleaved triple by triple so that load drift hits all alike;
-    ``"floor"`` then holds the floor's figures, ``"bare"`` the bare script's launch -> first request, and
-    ``"over_floor"`` / ``"over_bare"`` the per-triple differences first request - floor and first request - bare
-    first request (seconds; the latter is ThinkFlow's own start-up). The checkout under test is the one this
+    floor, one of :data:`PAUSED_FLOOR` and one of :data:`BARE_FIRST_REQUEST`, interleaved round by round so that
+    load drift hits all alike; ``"floor"`` / ``"paused"`` then hold the floors' figures, ``"bare"`` the bare
+    script's launch -> first request, and ``"over_floor"`` / ``"over_paused"`` / ``"over_bare"`` the per-round
+    differences first request - floor, first request - paused floor and first request - bare first request
+    (seconds; the paused one is ThinkFlow's own start-up work beyond the same import). The checkout under test is the one this
     script belongs to (its ``runner/`` first on ``PYTHONPATH``), not whichever is installed.
     """
     from thinkflow_agent import write_agent
@@ -103,6 +109,7 @@ def _first_request(runs: int, work: Path, floor: list[str] | None = None) -> dic
     firsts, walls, rss, error = [], [], [], ""
     floor_walls, floor_rss, over = [], [], []
     bare_firsts, bare_rss, bare_over, over_bare = [], [], [], []
+    paused_walls, paused_rss, over_paused = [], [], []
     with ServerProcess() as server:
         agent = write_agent(server.url, folder=work / "run-agent")
         env = offline_env({"PYTHONPATH": os.pathsep.join([str(BENCH.parent / "runner"), str(BENCH / "peers")])})
@@ -111,6 +118,9 @@ def _first_request(runs: int, work: Path, floor: list[str] | None = None) -> dic
                 f_wall, f_peak, f_proc = peak_rss_cmd(floor, env=env, cwd=str(work / "run-agent"))
                 floor_walls.append(f_wall)
                 floor_rss.append(f_peak)
+                p_wall, p_peak, _ = peak_rss_cmd([floor[0], "-c", PAUSED_FLOOR], env=env, cwd=str(work / "run-agent"))
+                paused_walls.append(p_wall)
+                paused_rss.append(p_peak)
                 server.script([{"text": "The order costs 43 dollars."}])
                 launched = time.time()
                 _, b_peak, b_proc = peak_rss_cmd([floor[0], "-c", BARE_FIRST_REQUEST, server.url], env=env,
@@ -134,11 +144,15 @@ def _first_request(runs: int, work: Path, floor: list[str] | None = None) -> dic
             rss.append(peak)
             if floor:
                 over.append(firsts[-1] - floor_walls[-1])
+                over_paused.append(firsts[-1] - paused_walls[-1])
                 if len(bare_firsts) == len(firsts):
                     over_bare.append(firsts[-1] - bare_firsts[-1])
     out = {"wall": summary(firsts), "total_wall": summary(walls), "rss_mib": summary(rss), "error": error}
     if floor:
         out["floor"] = {"wall": summary(floor_walls), "rss_mib": summary(floor_rss), "error": ""}
+        out["paused"] = {"wall": summary(paused_walls), "rss_mib": summary(paused_rss), "error": ""}
+        out["over_paused"] = summary(over_paused)
+        out["over_paused_ci"] = median_ci(over_paused)
         out["bare"] = {"wall": summary(bare_firsts), "rss_mib": summary(bare_rss), "over_floor": summary(bare_over),
                        "error": "" if bare_firsts else "the bare script made no request"}
         out["over_floor"] = summary(over)
@@ -182,6 +196,8 @@ def run(runs: int = 5, files: int = 200, tiny: bool = False, with_peers: bool | 
             rows.append({"name": 'python -c "import litellm" (launch + import, no teardown; floor of the loop; '
                                  'interleaved with the next rows)',
                          **first.pop("floor")})
+            rows.append({"name": 'python -c "import gc; gc.disable(); import litellm" (the same import with the cyclic '
+                                 'collector paused, as thinkflow-run does it; interleaved)', **first.pop("paused")})
             rows.append({"name": "bare script, launch -> first model request (the same request through "
                                  "litellm.completion; interleaved with the next row)", **first.pop("bare")})
         rows.append({"name": "thinkflow-run, launch -> first model request", **first})
@@ -217,6 +233,13 @@ def run(runs: int = 5, files: int = 200, tiny: bool = False, with_peers: bool | 
                                  + (f" (a bare `litellm.completion` script: {bare_over['median']:+.3f} s, pairs "
                                     f"{bare_over['min']:+.3f} to {bare_over['max']:+.3f} s)" if bare_over else ""),
                         "met": bool(ci) and ci["high"] <= 0.25})
+        paused, paused_ci = first.get("over_paused"), first.get("over_paused_ci")
+        if paused and paused["n"]:  # ThinkFlow's own work, apart from what pausing the collector saves
+            targets[-1]["value"] += (
+                f"; against `import litellm` with the collector paused, as thinkflow-run imports it (ThinkFlow's "
+                f"own start-up work): {paused['median']:+.3f} s median"
+                + (f", 95 % CI {paused_ci['low']:+.3f} to {paused_ci['high']:+.3f} s" if paused_ci else "")
+                + f", pairs {paused['min']:+.3f} to {paused['max']:+.3f} s")
     return {"rows": rows, "heavy": heavy, "files": files, "runs": runs, "targets": targets}
 
 
@@ -234,6 +257,8 @@ def markdown(result: dict[str, Any]) -> str:
             extra = f" (whole run with one model call: {fmt_range(r['total_wall'], digits=2)})"
         if r.get("over_floor", {}).get("n"):
             extra += f"; minus its paired `import litellm`: {fmt_range(r['over_floor'], digits=3)}"
+        if r.get("over_paused", {}).get("n"):
+            extra += f"; minus its paired paused-collector import: {fmt_range(r['over_paused'], digits=3)}"
         if r.get("over_bare", {}).get("n"):
             extra += f"; minus its paired bare script's first request: {fmt_range(r['over_bare'], digits=3)}"
         lines.append(f"| {r['name']} | {fmt_range(r['wall'], digits=3)}{extra} | {fmt_range(r['rss_mib'], digits=0)} |")

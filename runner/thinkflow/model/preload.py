@@ -7,12 +7,17 @@ use (:func:`thinkflow.model.providers.load_litellm`, a plain ``import``) then wa
 the background import to finish, or finds the module ready. A failed background import is dropped: the first
 real use imports again in its own thread and raises there, with the usual error.
 
-``freeze=True`` (the CLI's choice, never a library default: it is process-wide) then calls :func:`gc.freeze`: the
-million-odd objects of LiteLLM's modules (and everything else alive at that moment) move to the collector's
-permanent generation. They are never garbage, and LiteLLM's first ``completion()`` allocates enough (it imports
-``litellm.proxy._types``, hundreds of pydantic models) to set off full collections that would walk all of them:
-about 0.3 s of ``thinkflow-run``'s start on this project's 2-core machines (bench/RESULTS.md, "Start-up"). The
-cost: a reference cycle among objects alive at the freeze is never collected (the CLI's process is short-lived).
+``freeze=True`` (the CLI's choice, never a library default: both steps are process-wide) manages the cyclic
+garbage collector around the import. It is paused (:func:`gc.disable`) from the call until the import ends: the
+import allocates about half a million objects, and every full collection along the way walks all of them for
+nothing (LiteLLM's modules are never garbage; the collection after the import finds about 2,000 unreachable
+objects, some 0.5 MiB), which is about a quarter of ``import litellm``'s CPU time on this project's 2-core
+machines (bench/RESULTS.md, "Start-up"). Once the import succeeded, :func:`gc.freeze` moves everything alive to
+the collector's permanent generation, so LiteLLM's first ``completion()``, which allocates enough (it imports
+``litellm.proxy._types``, hundreds of pydantic models) to set off full collections, does not walk them either;
+then the collector runs again as before (it stays off if it was off). The cost: garbage cycles made during the
+import, and reference cycles among objects alive at the freeze, are never collected (the CLI's process is
+short-lived).
 """
 
 from __future__ import annotations
@@ -28,24 +33,32 @@ _lock = threading.Lock()
 
 def preload_litellm(*, freeze: bool = False) -> bool:
     """Start importing LiteLLM in a daemon thread, once per process; returns True when this call started it
-    (False: already imported or under way). ``freeze``: :func:`gc.freeze` once the import succeeded (see the
-    module docstring)."""
+    (False: already imported or under way). ``freeze``: pause the cyclic collector until the import ends, then
+    :func:`gc.freeze` once it succeeded (see the module docstring)."""
     global _thread
     with _lock:
         if _thread is not None or "litellm" in sys.modules:
             return False
         os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # set here, not in the thread: no race on environ
-        _thread = threading.Thread(target=_import, args=(freeze,), name="thinkflow-import-litellm", daemon=True)
+        resume = freeze and gc.isenabled()
+        if resume:
+            gc.disable()  # here, not in the thread: the caller's own start-up work runs without collections too
+        _thread = threading.Thread(target=_import, args=(freeze, resume), name="thinkflow-import-litellm",
+                                   daemon=True)
         _thread.start()
         return True
 
 
-def _import(freeze: bool) -> None:
+def _import(freeze: bool, resume: bool) -> None:
     from thinkflow.model.providers import load_litellm
 
     try:
         load_litellm()
     except BaseException:  # noqa: BLE001 - the first real use imports again and reports the failure
         return
-    if freeze:
-        gc.freeze()
+    else:
+        if freeze:
+            gc.freeze()
+    finally:
+        if resume:
+            gc.enable()

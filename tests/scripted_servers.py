@@ -60,6 +60,7 @@ class Reply:
         usage: (prompt_tokens, completion_tokens).
         finish_reason: override of the finish reason ("stop" / "tool_calls" by default).
         delay: seconds to wait before answering.
+        extra: more fields of the assistant message (``reasoning_content``, ...), sent as given.
     """
 
     kind: str = "message"
@@ -72,6 +73,7 @@ class Reply:
     usage: tuple[int, int] = DEFAULT_USAGE
     finish_reason: str | None = None
     delay: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def text(content: Any = "", *, usage: tuple[int, int] = DEFAULT_USAGE, finish_reason: str | None = None,
@@ -349,7 +351,7 @@ class OpenAIServer(ScriptedServer):
         return out
 
     def _render(self, reply: Reply, request: Any) -> dict:
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content, **reply.extra}
         if reply.calls:
             message["tool_calls"] = self._wire_calls(reply)
         return {

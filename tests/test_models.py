@@ -201,6 +201,20 @@ def test_undecodable_arguments_are_reported_not_silently_emptied(openai_server):
     }
 
 
+def test_the_reply_keeps_what_the_response_held_beyond_text_and_calls(openai_server):
+    reply = tool_calls([("add", "a=1, b=2", "call_x"), ("add", {"a": 1}, "call_y")])
+    reply.extra = {"reasoning_content": "add them first"}
+    openai_server.push(reply, text("3"))
+    client, _ = openai_client(openai_server)
+    details = client.complete(HISTORY).response
+    assert details["id"] == "chatcmpl-scripted-1" and details["model"] == "test"
+    assert isinstance(details["created"], int)
+    assert details["message"] == {"reasoning_content": "add them first"}
+    assert details["arguments"] == {"call_x": "a=1, b=2"}  # only the call that could not be decoded, as sent
+    plain = client.complete(HISTORY).response
+    assert set(plain) == {"id", "model", "created"}  # nothing else was set: nothing else is kept
+
+
 def test_missing_and_duplicate_tool_call_ids_become_unique(openai_server):
     openai_server.push(tool_calls([("a", {}, "dup"), ("b", {}, "dup"), ("c", {}, "")]))
     client, _ = openai_client(openai_server)

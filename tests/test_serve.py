@@ -143,7 +143,7 @@ def test_a_stream_sends_each_event_then_the_result(live, model):
     result = messages[-1][1]
     assert result["status"] == "completed" and result["answer"] == "Four."
     assert messages[0][1]["run_id"] == result["run_id"]
-    assert "raw" not in next(d for n, d in messages if n == "model_replied")
+    assert "response" not in next(d for n, d in messages if n == "model_replied")
 
 
 def test_a_session_continues_over_two_requests(live, model):

@@ -136,7 +136,9 @@ class ModelReply:
         finish_reason: "stop", "tool_calls", "length", ... as reported, or None.
         usage: token counts and cost of this call.
         model: the model that actually answered (may be a fallback).
-        raw: the provider's reply as a JSON-ready dict, for the trace.
+        response: what the provider's response held beyond these fields, as a JSON-ready dict for the trace (its
+            id and model name, reasoning content, the arguments text of calls that could not be decoded; see
+            :func:`thinkflow.model.replies.response_details`).
         latency_s: wall time of the call in seconds.
         argument_errors: per tool-call id, why its arguments could not be decoded (the call keeps ``{}``).
         cached: True when LiteLLM's response cache answered (no provider call was made).
@@ -147,7 +149,7 @@ class ModelReply:
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     model: str = ""
-    raw: dict[str, Any] | None = None
+    response: dict[str, Any] | None = None
     latency_s: float = 0.0
     argument_errors: dict[str, str] = field(default_factory=dict)
     cached: bool = False

@@ -100,17 +100,67 @@ def normalise_reply(response: Any, *, model: str, local: bool, latency: float) -
     choices = getattr(response, "choices", None) or []
     message = getattr(choices[0], "message", None) if choices else None
     text = content_text(getattr(message, "content", None)) if message is not None else ""
-    calls, errors = normalise_tool_calls(getattr(message, "tool_calls", None) or []) if message is not None else ([], {})
+    raw_calls = (getattr(message, "tool_calls", None) or []) if message is not None else []
+    calls, errors = normalise_tool_calls(raw_calls)
     finish = getattr(choices[0], "finish_reason", None) if choices else None
     usage = usage_of(response, local=local)
-    try:
-        raw = response.model_dump()
-    except Exception:
-        raw = None
     from thinkflow.model.cache import served_from_cache
 
-    return ModelReply(text=text, tool_calls=calls, finish_reason=finish, usage=usage, model=model, raw=raw,
+    return ModelReply(text=text, tool_calls=calls, finish_reason=finish, usage=usage, model=model,
+                      response=response_details(response, message, raw_calls, calls, errors),
                       latency_s=latency, argument_errors=errors, cached=served_from_cache(response))
+
+
+_RESPONSE_FIELDS = ("id", "model", "created", "system_fingerprint")
+_READ_MESSAGE_FIELDS = frozenset({"role", "content", "tool_calls", "function_call"})
+
+
+def response_details(response: Any, message: Any, raw_calls: Sequence[Any], calls: Sequence[ToolCall],
+                     errors: Mapping[str, str]) -> dict[str, Any]:
+    """What a provider's response holds beyond what :class:`ModelReply` reads (text, tool calls, finish reason,
+    usage), for the trace, as a JSON-ready dict: ``id``, ``model`` (the provider's name of the model that
+    answered), ``created`` and ``system_fingerprint`` when set; ``message``: the message's other fields that are
+    set (``reasoning_content``, ``annotations``, ``provider_specific_fields``, ...); ``arguments``: per call id,
+    the arguments text exactly as sent, for each call whose arguments could not be decoded (``errors``).
+
+    The whole response (``response.model_dump()``, about 1 KB a step for a tool call) repeated the text and the
+    calls of its own line, and encoding it cost more than the rest of the line (bench/RESULTS.md, the loop)."""
+    out: dict[str, Any] = {}
+    for name in _RESPONSE_FIELDS:
+        value = getattr(response, name, None)
+        if value is not None and value != "":
+            out[name] = value
+    fields = getattr(message, "__dict__", None)
+    if isinstance(message, Mapping):
+        fields = message
+    extra = {k: _plain(v) for k, v in (fields or {}).items()
+             if k not in _READ_MESSAGE_FIELDS and not k.startswith("_") and v not in (None, "", [], {})}
+    if extra:
+        out["message"] = extra
+    if errors:
+        sent: dict[str, Any] = {}
+        for raw, call in zip(raw_calls, calls):
+            if call.id in errors:
+                fn = raw.get("function") if isinstance(raw, Mapping) else getattr(raw, "function", None)
+                arguments = fn.get("arguments") if isinstance(fn, Mapping) else getattr(fn, "arguments", None)
+                sent[call.id] = arguments if isinstance(arguments, (str, type(None))) else _plain(arguments)
+        out["arguments"] = sent
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with pydantic models (LiteLLM's response parts) as dicts, lists and tuples as lists."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump()
+        except Exception:  # noqa: BLE001 - a part that cannot dump itself is written as text
+            return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
 
 
 def usage_of(response: Any, *, local: bool) -> Usage:

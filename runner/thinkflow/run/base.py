@@ -149,7 +149,7 @@ class RunBase:
                     self.trace.write(warning)
 
     # ------------------------------------------------------------------------------------------------ model
-    def _call_model(self, messages: list[Message], **kwargs: Any) -> ModelReply | Outcome:
+    def _call_model(self, messages: list[Message] | list[dict[str, Any]], **kwargs: Any) -> ModelReply | Outcome:
         """``client.complete(messages, **kwargs)``, bounded by the run's deadline twice over: the client cuts each
         request's timeout to the time left, and :func:`thinkflow.run.model_worker.call_model` abandons the call at
         the deadline (inline under a ``SIGALRM`` timer in the main thread, else in a persistent worker thread), so a

@@ -135,8 +135,9 @@ class TextDelta(Event):
 class ModelReplied(Event):
     """The model answered. ``text`` and ``tool_calls`` as returned; ``action`` the parsed action
     (``{"kind": "tool"|"final"|"error", ...}``); ``thought`` the reasoning found; ``usage`` token counts and cost
-    (USD) of this call; ``latency_s`` seconds; ``raw`` the provider's reply; ``cached`` True when LiteLLM's
-    response cache answered."""
+    (USD) of this call; ``latency_s`` seconds; ``response`` what the provider's response held beyond these fields
+    (its id and model name, reasoning content, the arguments text of calls that could not be decoded:
+    :func:`thinkflow.model.replies.response_details`); ``cached`` True when LiteLLM's response cache answered."""
 
     type: ClassVar[str] = "model_replied"
     step: int = 0
@@ -148,7 +149,7 @@ class ModelReplied(Event):
     action: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
     latency_s: float = 0.0
-    raw: dict[str, Any] | None = None
+    response: dict[str, Any] | None = None
     cached: bool = False
     time: float = field(default_factory=_now)
 

@@ -250,12 +250,13 @@ class _Run(RunBase, MemorySteps, StyleSteps, SendBackSteps):
         self._compact()
         step.request = self._request_messages()
         kwargs = self._model_kwargs()
+        messages = [m.to_dict() for m in step.request]  # once: the trace's request and what the client sends
         self.emit(ev.ModelRequest(
-            step=step.number, style=self.style, messages=[m.to_dict() for m in step.request],
+            step=step.number, style=self.style, messages=messages,
             tools=list(kwargs.get("tools") or []), response_format=kwargs.get("response_format"),
             stop=list(kwargs.get("stop") or []),
         ))
-        reply = self._call_model(step.request, **kwargs)
+        reply = self._call_model(messages, **kwargs)
         if isinstance(reply, Outcome):
             step.error = reply.error
             return reply
@@ -272,7 +273,7 @@ class _Run(RunBase, MemorySteps, StyleSteps, SendBackSteps):
             step=step.number, model=reply.model, text=reply.text,
             tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
             finish_reason=reply.finish_reason, thought=getattr(action, "thought", ""), action=action.to_dict(),
-            usage=reply.usage.to_dict(), latency_s=round(reply.latency_s, 3), raw=reply.raw,
+            usage=reply.usage.to_dict(), latency_s=round(reply.latency_s, 3), response=reply.response,
             cached=bool(getattr(reply, "cached", False)),
         ))
         return self._handle(action, reply, step)

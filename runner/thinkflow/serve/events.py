@@ -1,6 +1,6 @@
 """Run events and results as the JSON a client receives (SSE ``data:`` lines, the web page, the REST result).
 
-The full model request (every message and tool definition) and the provider's raw reply stay in the trace; a
+The full model request (every message and tool definition) and the provider's response details stay in the trace; a
 client gets the step's facts (thought, tool calls, observations, answer). Known secrets are redacted.
 No I/O here.
 """
@@ -15,7 +15,7 @@ from thinkflow.redaction import redact
 
 def event_payload(event: Any, secrets: Iterable[str] = ()) -> dict[str, Any]:
     """``event`` (a :mod:`thinkflow.run.events` event) as a JSON-ready dict for clients: ``model_request`` keeps
-    ``step``, ``style`` and the number of messages; ``model_replied`` drops ``raw``; everything else as in the
+    ``step``, ``style`` and the number of messages; ``model_replied`` drops ``response``; everything else as in the
     trace. Secrets in ``secrets`` become ``***``."""
     data = event.to_dict()
     kind = data.get("type")
@@ -23,12 +23,12 @@ def event_payload(event: Any, secrets: Iterable[str] = ()) -> dict[str, Any]:
         data = {"type": kind, "step": data.get("step", 0), "style": data.get("style", ""),
                 "messages": len(data.get("messages") or []), "time": data.get("time")}
     elif kind == "model_replied":
-        data = {k: v for k, v in data.items() if k != "raw"}
+        data = {k: v for k, v in data.items() if k != "response"}
     elif kind == "subagent_event":
         inner = dict(data.get("event") or {})
         if inner.get("type") == "model_request":
             inner = {"type": "model_request", "step": inner.get("step", 0), "messages": len(inner.get("messages") or [])}
-        inner.pop("raw", None)
+        inner.pop("response", None)
         data = {**data, "event": inner}
     return redact(json.loads(json.dumps(data, ensure_ascii=False, default=str)), secrets)
 

@@ -3,14 +3,15 @@
 Every implementation runs the same 10-step task (``bench/peers/task.py``: nine tool calls, then the final answer)
 against one scripted OpenAI-compatible server (``bench/server.py``, zero latency, its own process). Each
 implementation lives in its own worker process (``bench/peers/driver.py --worker``; the peers in
-``bench/.venv-peers``), built once; then the workers are measured in interleaved rounds so that load drift on the
-machine hits each alike.
+``bench/.venv-peers``), built once; then the workers are measured in interleaved rounds, each implementation's runs
+right beside a run of the bare LiteLLM loop (which goes first every other time), so that each ratio compares runs
+made under the same load: this host's speed drifts by a factor of two within seconds.
 
 Per run: client overhead per step = (wall time of the run - the server's handling time of its requests) / model
 calls. Headline: each implementation's median overhead per step as a ratio to the bare LiteLLM loop's, with the
-min-max of that ratio over the rounds. A target is claimed when the upper end of the distribution-free 95 %
-confidence interval of the median per-round ratio (``common.median_ci``: rounds are paired, every implementation
-measured under the same load) is within it. Beside it, the client process's CPU time per step (``time.process_time``,
+min-max over the rounds of the ratio to the bare loop's runs beside it. A target is claimed when the upper end of
+the distribution-free 95 % confidence interval of the median of those per-round ratios (``common.median_ci``) is
+within it; ThinkFlow against a peer compares their two per-round ratios. Beside it, the client process's CPU time per step (``time.process_time``,
 all its threads), which a busy machine disturbs far less than wall time: on a shared host it tells whether a round
 above the target was ThinkFlow's work or the load. Tokens: ``bench/tokens.py`` on the request bodies the server received.
 
@@ -156,21 +157,38 @@ def run(rounds: int = 16, runs: int = 3, warmup: int = 2, growth_steps: int = 30
             for w in workers:
                 w.ready()
         timed = [w for w in workers if w.key not in {k for k, *_ in window}]
-        data: dict[str, dict[str, Any]] = {w.key: {"runs": [], "round_medians": [], "round_cpu": [], "bodies": []}
-                                           for w in workers}
+        data: dict[str, dict[str, Any]] = {w.key: {"runs": [], "pairs": [], "bodies": []} for w in workers}
         if warmup:
             for w in timed:
                 w.measure(0, warmup, steps)
+        base = next((w for w in timed if w.key == BASELINE), None)
+        others = [w for w in timed if w is not base]
+
+        def record(w: Worker, out: dict) -> tuple[float, float]:
+            data[w.key]["runs"] += out["runs"]
+            data[w.key]["bodies"] = out["bodies"]
+            return (statistics.median(_overhead(x) for x in out["runs"]),
+                    statistics.median(_cpu(x) for x in out["runs"]))
+
         for r in range(rounds):
-            order = timed[r % len(timed):] + timed[:r % len(timed)] if timed else []
-            for w in order:
-                out = w.measure(runs, 0, steps)
-                if out is None:
+            order = others[r % len(others):] + others[:r % len(others)] if others else []
+            if base is not None and not others:
+                out = base.measure(runs, 0, steps)
+                if out is not None:
+                    data[base.key]["pairs"].append(record(base, out) * 2)
+            for i, w in enumerate(order):
+                # each implementation beside its own run of the bare loop, which goes first every other time: the
+                # host's speed drifts by 2x within seconds here, so only adjacent runs share the same load
+                pair = [w, base] if base is not None else [w]
+                if (r + i) % 2 and base is not None:
+                    pair.reverse()
+                outs = {x.key: x.measure(runs, 0, steps) for x in pair}
+                if any(out is None for out in outs.values()):
                     continue
-                data[w.key]["runs"] += out["runs"]
-                data[w.key]["bodies"] = out["bodies"]
-                data[w.key]["round_medians"].append(statistics.median(_overhead(x) for x in out["runs"]))
-                data[w.key]["round_cpu"].append(statistics.median(_cpu(x) for x in out["runs"]))
+                medians = {x.key: record(x, outs[x.key]) for x in pair}
+                if base is not None:
+                    data[w.key]["pairs"].append(medians[w.key] + medians[base.key])
+                    data[base.key]["pairs"].append(medians[base.key] * 2)
         for w in workers:
             if w.key in {k for k, *_ in window}:
                 out = w.measure(1, 0, steps)
@@ -194,9 +212,8 @@ def run(rounds: int = 16, runs: int = 3, warmup: int = 2, growth_steps: int = 30
                  "server_per_step": summary([x["server"] / max(1, x["requests"]) for x in runs_]),
                  "requests_per_run": sorted({x["requests"] for x in runs_}),
                  "ok": sum(1 for x in runs_ if x["ok"]), "n": len(runs_),
-                 "round_medians": d["round_medians"],
+                 "pairs": [list(p) for p in d["pairs"]],
                  "cpu_per_step": summary([_cpu(x) for x in runs_ if "cpu" in x]),
-                 "round_cpu": d["round_cpu"],
                  "tokens": _tokens(d["bodies"]),
                  "token_parts_first": count_parts(d["bodies"][0]) if d["bodies"] else {},
                  "growth": d.get("growth", [])}
@@ -214,6 +231,13 @@ def _cpu(x: dict) -> float:
     return x.get("cpu", float("nan")) / max(1, x["requests"])
 
 
+def pair_ratios(entry: dict, cpu: bool = False) -> list[float]:
+    """Per pair (an implementation's runs beside the bare loop's, ``entry["pairs"]``: ``[overhead, cpu, bare
+    overhead, bare cpu]`` per step, medians of the round's runs): its overhead (or CPU) over the bare loop's."""
+    i = 1 if cpu else 0
+    return [p[i] / p[i + 2] for p in entry.get("pairs", []) if p[i + 2]]
+
+
 def _ratios(result: dict) -> None:
     impls = result["impls"]
     base = impls.get(BASELINE)
@@ -223,11 +247,10 @@ def _ratios(result: dict) -> None:
         if not base or not base["overhead_per_step"]["n"] or not e["overhead_per_step"]["n"]:
             continue
         e["ratio"] = e["overhead_per_step"]["median"] / base["overhead_per_step"]["median"]
-        per_round = [a / b for a, b in zip(e["round_medians"], base["round_medians"]) if b]
-        e["ratio_rounds"] = summary(per_round)
+        e["ratio_rounds"] = summary(pair_ratios(e))
         if e["cpu_per_step"].get("n") and base["cpu_per_step"].get("n") and base["cpu_per_step"]["median"]:
             e["cpu_ratio"] = e["cpu_per_step"]["median"] / base["cpu_per_step"]["median"]
-            e["cpu_ratio_rounds"] = summary([a / b for a, b in zip(e["round_cpu"], base["round_cpu"]) if b])
+            e["cpu_ratio_rounds"] = summary(pair_ratios(e, cpu=True))
         if e["tokens"]:
             e["tokens_mean"] = sum(e["tokens"]) / len(e["tokens"])
 
@@ -245,8 +268,7 @@ def _targets(result: dict) -> list[dict]:
     tf = impls.get("thinkflow")
     targets = []
     if tf and tf.get("ratio"):
-        base = impls[BASELINE]
-        per_round = [a / b for a, b in zip(tf["round_medians"], base["round_medians"]) if b]
+        per_round = pair_ratios(tf)
         ci = median_ci(per_round)
         spread = tf.get("ratio_rounds") or {}
         targets.append({"target": f"loop overhead per step <= {LOOP_TARGET:.2f}x the bare LiteLLM loop "
@@ -256,9 +278,9 @@ def _targets(result: dict) -> list[dict]:
                         "met": bool(ci) and ci["high"] <= LOOP_TARGET})
         peers = {k: impls[k] for k in PEER_KEYS if k in impls and impls[k].get("ratio")}
         if peers:
-            # paired by round (the same load): ThinkFlow's round median over each peer's, below 1 with 95 % confidence
-            versus = {k: [a / b for a, b in zip(tf["round_medians"], e["round_medians"]) if b]
-                      for k, e in peers.items()}
+            # paired by round: ThinkFlow's ratio to the bare loop beside it over the peer's ratio to the bare loop
+            # beside the peer, below 1 with 95 % confidence
+            versus = {k: [a / b for a, b in zip(pair_ratios(tf), pair_ratios(e)) if b] for k, e in peers.items()}
             cis = {k: median_ci(v) for k, v in versus.items()}
             targets.append({"target": "loop overhead below every peer (95 % CI of the median per-round ratio "
                                       "ThinkFlow / peer below 1)",
@@ -283,9 +305,11 @@ def markdown(result: dict) -> str:
     impls = result["impls"]
     lines = [f"Same {result['steps']}-step task (9 tool calls, then the final answer) against the scripted "
              f"OpenAI-compatible server (zero latency, own process); {result['rounds']} interleaved rounds x "
-             f"{result['runs_per_round']} runs per implementation after {result['warmup']} warm-up runs. "
+             f"{result['runs_per_round']} runs per implementation after {result['warmup']} warm-up runs, each "
+             "implementation's runs beside runs of the bare LiteLLM loop (first every other time). "
              "Overhead per step = (run wall time - server handling time) / model calls. "
-             "Ratio = median overhead / the bare LiteLLM loop's (min-max: the ratio of per-round medians). "
+             "Ratio = median overhead / the bare LiteLLM loop's (min-max over the rounds: the implementation's "
+             "median over the median of the bare loop's runs beside it). "
              "A target is met when the upper end of the 95 % confidence interval of the median per-round ratio "
              "(distribution-free, from the order statistics) is within it.", "",
              "| implementation | overhead / step, ms: median (min-max) | ratio to bare LiteLLM (rounds min-max) "

@@ -6,6 +6,7 @@ import json
 from typing import Any, Mapping
 
 from thinkflow.reply.actions import is_schema_echo
+from thinkflow.tools.plain_schema import compile_check
 from thinkflow.text import did_you_mean
 
 _TYPE_NAMES = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
@@ -121,20 +122,37 @@ def describe_error(error: Any, parameters: dict[str, Any]) -> list[str]:
     return [f"{label}: {error.message}"]
 
 
-_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+class _Checks:
+    """The checks of one tool's ``parameters``: the fast check of :mod:`thinkflow.tools.plain_schema` (None
+    outside its subset) and the Draft 2020-12 validator, built on first need (a run whose calls all pass the fast
+    check never imports jsonschema)."""
+
+    def __init__(self, parameters: dict[str, Any]):
+        self.parameters = parameters
+        self.fast = compile_check(parameters)
+        self._validator: Any = None
+
+    @property
+    def validator(self) -> Any:
+        if self._validator is None:
+            from jsonschema import Draft202012Validator
+
+            self._validator = Draft202012Validator(self.parameters)
+        return self._validator
 
 
-def _validator(parameters: dict[str, Any]) -> Any:
-    """The Draft 2020-12 validator of a tool's ``parameters``, built once per schema object (tool schemas are
-    built once and never change; the cache keeps the schema alive, so its id is never reused)."""
-    cached = _VALIDATORS.get(id(parameters))
-    if cached is None or cached[0] is not parameters:
-        from jsonschema import Draft202012Validator
+_CHECKS: dict[int, _Checks] = {}
 
-        if len(_VALIDATORS) > 512:
-            _VALIDATORS.clear()
-        cached = _VALIDATORS[id(parameters)] = (parameters, Draft202012Validator(parameters))
-    return cached[1]
+
+def _checks(parameters: dict[str, Any]) -> _Checks:
+    """The checks of a tool's ``parameters``, built once per schema object (tool schemas are built once and never
+    change; the cache keeps the schema alive, so its id is never reused)."""
+    cached = _CHECKS.get(id(parameters))
+    if cached is None or cached.parameters is not parameters:
+        if len(_CHECKS) > 512:
+            _CHECKS.clear()
+        cached = _CHECKS[id(parameters)] = _Checks(parameters)
+    return cached
 
 
 def check_arguments(name: str, parameters: dict[str, Any], arguments: Any) -> str | None:
@@ -149,7 +167,10 @@ def check_arguments(name: str, parameters: dict[str, Any], arguments: Any) -> st
         lines = [f"arguments must be a JSON object, got {_TYPE_NAMES.get(_json_type(arguments), 'a value')} "
                  f"{_short(arguments)}"]
     else:
-        validator = _validator(parameters)
+        checks = _checks(parameters)
+        if checks.fast is not None and checks.fast(arguments):
+            return None
+        validator = checks.validator
         if validator.is_valid(arguments):
             return None
         errors = sorted(validator.iter_errors(arguments),
@@ -207,7 +228,7 @@ def drop_bad_optionals(parameters: dict[str, Any], arguments: Any, droppable: Co
                 notes.append(f"unknown argument '{key}' ignored")
                 continue
             schema = props.get(key)
-            errors = list(_validator(schema).iter_errors(value)) if isinstance(schema, dict) else []
+            errors = list(_checks(schema).validator.iter_errors(value)) if isinstance(schema, dict) else []
             if errors and key in droppable:
                 reason = describe_error(errors[0], {"properties": {key: schema}})[0].removeprefix("arguments")
                 notes.append(f"{key} {_short(value)} ignored: {reason.lstrip(': ').split('; got ')[0]}")

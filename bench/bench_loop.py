@@ -15,7 +15,8 @@ within it; ThinkFlow against a peer compares their two per-round ratios. Beside 
 all its threads), which a busy machine disturbs far less than wall time: on a shared host it tells whether a round
 above the target was ThinkFlow's work or the load. Tokens: ``bench/tokens.py`` on the request bodies the server received.
 
-Usage: ``python bench/bench_loop.py [--rounds 16] [--runs 3] [--tiny] [--json out.json]``.
+Usage: ``python bench/bench_loop.py [--rounds 64] [--runs 2] [--tiny] [--json out.json]`` (about 11 minutes with the
+peers on a 2-core machine).
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def _tokens(bodies: list[dict]) -> list[int]:
     return [count_request(b) for b in bodies]
 
 
-def run(rounds: int = 16, runs: int = 3, warmup: int = 2, growth_steps: int = 30, tiny: bool = False,
+def run(rounds: int = 64, runs: int = 2, warmup: int = 2, growth_steps: int = 30, tiny: bool = False,
         with_peers: bool | None = None) -> dict:
     """Measure; returns the result dict that :func:`markdown` renders.
 
@@ -365,8 +366,8 @@ def print_table(result: dict) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=16)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=64)
+    ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--growth-steps", type=int, default=30)
     ap.add_argument("--tiny", action="store_true", help="one 3-step run, project venv only (smoke test)")

@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--with-model", action="store_true", help="also the embedded-model parts (slow)")
     ap.add_argument("--only", default="", help=f"comma-separated parts of {','.join(PARTS)}")
     ap.add_argument("--runs", type=int, default=5, help="cold-start runs per command")
-    ap.add_argument("--rounds", type=int, default=16, help="interleaved rounds of the loop benchmark")
+    ap.add_argument("--rounds", type=int, default=64, help="interleaved rounds of the loop benchmark")
     ap.add_argument("--memory-sizes", default="1000",
                     help="bench_memory.py sizes (its own default 1000,10000,100000 takes tens of minutes)")
     ap.add_argument("--out", type=Path, default=BENCH / "RESULTS.md")

@@ -216,6 +216,16 @@ def test_the_same_call_written_many_times_in_one_reply_runs_once(openai_server, 
     assert [e for e in events if e.type == "warning"] == []
 
 
+def test_each_call_with_undecodable_arguments_gets_its_own_error(openai_server, tmp_path):
+    # both decode to {}: the second is no duplicate of the first (review of 2026-12-03)
+    openai_server.push(tool_calls([("calculator", '{"expression": NaN}', "c1"), ("calculator", '"2+2"', "c2")]),
+                       text("done"))
+    result, events = go(make_spec(openai_server, tmp_path), "sums", tmp_path)
+    returned = [(e.call_id, e.status, e.observation) for e in events if e.type == "tool_returned"]
+    assert [r[:2] for r in returned] == [("c1", "invalid"), ("c2", "invalid")]
+    assert "NaN is not a JSON number" in returned[0][2] and "must be a JSON object, got str" in returned[1][2]
+
+
 def test_repetition_warns_once_then_loop_detected(openai_server, tmp_path):
     same = {"expression": "5*5"}
     openai_server.push(*[tool_calls([("calculator", dict(same), f"r{i}")]) for i in range(4)])
@@ -1145,6 +1155,33 @@ def test_interrupted_run_keeps_session_and_trace(openai_server, tmp_path):
     assert parsed[-1]["type"] == "run_finished"
     assert parsed[-1]["status"] == "interrupted"
     assert "tool_returned" in [p["type"] for p in parsed]
+
+
+def test_lone_surrogates_from_the_model_and_the_task_become_replacement_characters(openai_server, tmp_path):
+    # JSON's "\ud800" decodes to a lone surrogate, which UTF-8 cannot carry: left alone it cut the trace line, killed
+    # the tool's worker pipe and failed the next request as an HTTP 500 (review of 2026-12-03)
+    openai_server.push(tool_calls([("calculator", '{"expression": "2+2", "note\\udc00": "ab\\ud800"}', "c1")]),
+                       text("4 \ud800 done"), text("4 \ud800 done"))  # the invalid call may get a send-back
+    result, events = go(make_spec(openai_server, tmp_path), "sum \udcff please", tmp_path)
+    assert (result.status, result.answer) == ("completed", "4 \ufffd done"), result.error
+    called = next(e for e in events if e.type == "tool_called")
+    assert called.arguments == {"expression": "2+2", "note\ufffd": "ab\ufffd"}
+    sent = openai_server.requests[1]["messages"]  # the second request went out, as valid JSON
+    assert sent[1]["content"] == "sum \ufffd please"
+    lines = [json.loads(line) for line in result.trace_path.read_text(encoding="utf-8").splitlines()]
+    replied = [line for line in lines if line["type"] == "model_replied"]
+    assert len(replied) == len(openai_server.requests) and lines[-1]["type"] == "run_finished"
+
+
+def test_undecodable_arguments_spelling_a_secret_in_escapes_are_redacted(openai_server, tmp_path):
+    secret = "hunter2-very-secret"
+    escaped = "".join(f"\\u{ord(c):04x}" for c in secret)
+    openai_server.push(tool_calls([("calculator", '{"expression": "' + escaped, "c1")]), text("no"))
+    result, _ = go(make_spec(openai_server, tmp_path, secrets=(secret,)), "compute", tmp_path)
+    trace = result.trace_path.read_text(encoding="utf-8")
+    replied = next(json.loads(line) for line in trace.splitlines() if '"model_replied"' in line)
+    assert replied["response"]["arguments"] == {"c1": '{"expression": "***'}
+    assert "\\u0068\\u0075" not in trace and secret not in trace
 
 
 def test_trace_redacts_secrets(openai_server, tmp_path):

@@ -13,7 +13,8 @@ from thinkflow.tools.plain_schema import compile_check
 from thinkflow.tools.validation import check_arguments
 
 NAMES = st.sampled_from(["a", "b", "path", "top", "agg", "tags"])
-BOUND = st.one_of(st.none(), st.integers(-5, 5), st.floats(-5, 5, allow_nan=False))
+BOUND = st.one_of(st.none(), st.integers(-5, 5), st.floats(-5, 5, allow_nan=False),
+                  st.sampled_from([10 ** 400, -(10 ** 400), 2 ** 53 + 1]))
 COUNT = st.one_of(st.none(), st.integers(0, 4))
 ANNOTATION = st.dictionaries(st.sampled_from(["description", "title", "default", "format", "examples"]),
                              st.one_of(st.text(max_size=5), st.integers()), max_size=2)
@@ -41,6 +42,7 @@ SCHEMA = st.builds(
                                          **({} if additional is None else {"additionalProperties": additional})},
     st.dictionaries(NAMES, PROPERTY, max_size=4), st.lists(NAMES, max_size=3), st.one_of(st.none(), st.booleans()))
 JSON_SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-10, 10), st.floats(allow_nan=True),
+                        st.sampled_from([10 ** 400, -(10 ** 400), 2 ** 53 + 1]),
                         st.sampled_from([2.0, -0.0, 1e308, float("inf"), float("nan")]),
                         st.text(max_size=6), st.sampled_from(["sum", "mean", "count", "Sum", ""]))
 JSON_VALUE = st.recursive(JSON_SCALAR, lambda inner: st.one_of(st.lists(inner, max_size=3),
@@ -119,6 +121,15 @@ def test_the_fast_check_leaves_doubtful_values_to_the_validator():
     assert check({"n": 2.0}) is False  # an integer to JSON Schema, but jsonschema decides
     assert check({"n": True}) is False and check({"n": 3, "x": float("nan")}) is False
     assert check({"x": 1}) is False and check({"n": 1, "y": 1}) is False and check([1]) is False
+
+
+def test_integer_bounds_past_the_float_range_are_compared_exactly():
+    check = compile_check({"type": "object", "properties": {"n": {"type": "integer", "maximum": 10 ** 400},
+                                                            "x": {"type": "number", "minimum": -(10 ** 400)}}})
+    assert check({"n": 5, "x": -1.5}) is True and check({"n": 10 ** 400 + 1}) is False
+    params = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 10 ** 400}}}
+    assert check_arguments("t", params, {"n": 5}) is None
+    assert check_arguments("t", params, {"n": 10 ** 401}).startswith("invalid arguments for tool 't':")
 
 
 def test_check_arguments_gives_the_same_answers_with_the_fast_path():

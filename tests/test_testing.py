@@ -380,6 +380,25 @@ def test_from_trace_makes_a_case_that_replays(project, openai_server):
     assert replay.exit_code == 0, replay.output
 
 
+def test_from_trace_replays_a_call_whose_arguments_could_not_be_decoded(project, openai_server):
+    from thinkflow.agent import build
+    from thinkflow.config.loader import load_agent
+    from thinkflow.run.loop import run
+
+    agent_path = write_agent(project, openai_server)
+    openai_server.push(tool_calls([("calculator", '{"expression": "2 + ', "call_0")]),
+                       tool_calls([("calculator", {"expression": "2 + 3"}, "call_1")]), text("2 + 3 = 5"))
+    result = run(build(load_agent(agent_path)), "What is 2 + 3?", trace_dir=project / "runs")
+    assert result.completed
+    out = project / "tests.d" / "cut.test.yaml"
+    made = CliRunner().invoke(main, ["test", "--from-trace", result.run_id, "--trace-dir", str(project / "runs"),
+                                     "--agent", str(agent_path), "--out", str(out)])
+    assert made.exit_code == 0, made.output
+    openai_server.stop()
+    replay = CliRunner().invoke(main, ["test", str(out)])  # the cut-off call gets the same error back
+    assert replay.exit_code == 0, replay.output
+
+
 # --- the response cache ------------------------------------------------------------------------------------------
 
 def test_cache_answers_the_second_identical_run_and_the_trace_marks_the_hit(project, openai_server, fresh_cache):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thinkflow.text import clip, closest, cut_middle, did_you_mean
+from thinkflow.text import clip, closest, cut_middle, did_you_mean, valid_unicode, valid_unicode_in
 
 MARK = re.compile(r"\[\.\.\. (\d+) characters cut(?: [^.]*)? \.\.\.\]")
 
@@ -81,3 +81,24 @@ def test_a_suggested_value_is_always_quoted_in_the_error(arguments, error):
     for key, given, value in suggested_values(arguments, error):
         assert arguments[key] == given and value != given
         assert any(f"{q}{value}{q}" in error for q in "'\"`")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()), max_size=20))
+def test_valid_unicode_always_encodes_and_keeps_valid_text(text):
+    out = valid_unicode(text)
+    out.encode("utf-8")  # never raises
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        assert len(out) <= len(text) and "\ufffd" in out
+    else:
+        assert out is text
+
+
+def test_valid_unicode_pairs_escaped_halves_and_replaces_lone_ones():
+    assert valid_unicode("a\ud83d\ude00b\ud800") == "a\U0001F600b\ufffd"
+    value = {"k\udc00": ["x", "\ud800"], "n": 1}
+    assert valid_unicode_in(value) == {"k\ufffd": ["x", "\ufffd"], "n": 1}
+    clean = {"a": ["b", 1]}
+    assert valid_unicode_in(clean) is clean

@@ -1,8 +1,10 @@
-"""Cutting text to a size and suggesting the closest name: the one place for both (a leaf; stdlib only).
+"""Cutting text to a size, suggesting the closest name, and making text valid Unicode: the one place for each (a
+leaf; stdlib only).
 
 Every message that shows a shortened text (a partial answer, a repeated observation, a memory, a message cut to
 fit the context, a line of the live view) and every "did you mean" hint (config keys, tool names, arguments,
-columns, prompt variables) comes from here, so they read the same everywhere.
+columns, prompt variables) comes from here, so they read the same everywhere. Text from outside (a model's reply,
+a tool's result, the task) passes :func:`valid_unicode` once, where it enters a run.
 """
 
 from __future__ import annotations
@@ -85,3 +87,33 @@ def suggested_values(arguments: object, error: str, *, scan: int = 4000) -> list
         if match is not None and match.casefold() != given.casefold():
             out.append((str(key), given, match))
     return out
+
+
+def valid_unicode(text: str) -> str:
+    """``text`` with each lone surrogate (U+D800-U+DFFF not in a pair: JSON's ``"\\ud800"`` decodes to one) replaced
+    by U+FFFD; a pair written as two escapes (``"\\ud83d\\ude00"``) becomes its character. Such text cannot be
+    encoded as UTF-8: left alone it fails the trace line, the tool's worker pipe and the next model request.
+    ASCII text is returned as it is, at once."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def valid_unicode_in(value: object) -> object:
+    """``value`` (JSON-like: dicts, lists, strings, scalars) with :func:`valid_unicode` applied to every string,
+    keys included; the same object when no string needed it."""
+    if isinstance(value, str):
+        return valid_unicode(value)
+    if isinstance(value, dict):
+        items = [(valid_unicode_in(k), valid_unicode_in(v)) for k, v in value.items()]
+        if all(a is k and b is v for (a, b), (k, v) in zip(items, value.items())):
+            return value
+        return dict(items)
+    if isinstance(value, list):
+        items = [valid_unicode_in(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
+    return value

@@ -61,6 +61,10 @@ def render_trace(events: Iterable[dict[str, Any]], console: Console, *, full: bo
             console.print(f"[dim]reply · {e.get('latency_s', 0):.1f} s · {format_usage(usage)}{cached}[/]")
             if full:
                 console.print(f"[magenta]raw[/]: {escape(e.get('text') or '')}", highlight=False)
+                details = e.get("response") or e.get("raw")  # traces before 2026-12-03 hold the whole response
+                if details:
+                    console.print(f"[magenta]response[/]: {escape(json.dumps(details, ensure_ascii=False))}",
+                                  highlight=False)
             if e.get("thought"):
                 console.print(f"[italic]{escape(shorten(e['thought'], THOUGHT_CHARS))}[/]")
             action = e.get("action") or {}

@@ -46,14 +46,23 @@ class Capabilities:
     """Where these facts come from, in words (the trace records it as ``run_started.style_reason``)."""
 
 
+_loaded: Any = None
+
+
 def load_litellm() -> Any:
     """Import LiteLLM with the bundled model/price map (no network at import) and quiet debug banners, its
-    file-id rewrite skipped for requests without files (:mod:`thinkflow.model.litellm_patches`)."""
+    file-id rewrite skipped for requests without files (:mod:`thinkflow.model.litellm_patches`). Called before
+    every model request: after the first call it returns the module at once (setting the environment variable
+    again would cost a ``putenv`` per request)."""
+    global _loaded
+    if _loaded is not None:
+        return _loaded
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     import litellm
 
     litellm.suppress_debug_info = True
-    skip_file_ids_without_files(litellm)  # idempotent: two attribute reads after the first
+    skip_file_ids_without_files(litellm)
+    _loaded = litellm
     return litellm
 
 

@@ -7,11 +7,13 @@ LiteLLM's price map (0.0 for the embedded model, None when the model has no pric
 
 from __future__ import annotations
 
+import re
 import secrets
 from typing import Any, Mapping, Sequence
 
 from thinkflow.model.messages import ArgumentsError, Message, ModelReply, ToolCall, Usage, decode_arguments
 from thinkflow.model.providers import load_litellm
+from thinkflow.text import valid_unicode, valid_unicode_in
 
 
 def message_dict(m: Message | Mapping[str, Any]) -> dict[str, Any]:
@@ -63,7 +65,7 @@ def content_text(content: Any) -> str:
                 if isinstance(value, str):
                     texts.append(value)
         content = "".join(texts)
-    text = content if isinstance(content, str) else str(content)
+    text = valid_unicode(content if isinstance(content, str) else str(content))
     return text if text.strip() else ""
 
 
@@ -83,12 +85,15 @@ def normalise_tool_calls(raw_calls: Sequence[Any]) -> tuple[list[ToolCall], dict
             call_id = f"call_{n}_{secrets.token_hex(4)}"
         seen.add(call_id)
         name = fget("name") if fn is not None else None
+        sent = fget("arguments") if fn is not None else None
         try:
-            args = decode_arguments(fget("arguments") if fn is not None else None)
+            args = decode_arguments(sent)
         except ArgumentsError as exc:
             args = {}
             errors[call_id] = str(exc)
-        calls.append(ToolCall(id=call_id, name=str(name or ""), arguments=args))
+        if not isinstance(sent, str) or "\\u" in sent or not sent.isascii():  # "\ud800" decodes to a lone surrogate
+            args = valid_unicode_in(args)
+        calls.append(ToolCall(id=call_id, name=valid_unicode(str(name or "")), arguments=args))
     return calls, errors
 
 
@@ -121,7 +126,9 @@ def response_details(response: Any, message: Any, raw_calls: Sequence[Any], call
     usage), for the trace, as a JSON-ready dict: ``id``, ``model`` (the provider's name of the model that
     answered), ``created`` and ``system_fingerprint`` when set; ``message``: the message's other fields that are
     set (``reasoning_content``, ``annotations``, ``provider_specific_fields``, ...); ``arguments``: per call id,
-    the arguments text exactly as sent, for each call whose arguments could not be decoded (``errors``).
+    the arguments text as sent, for each call whose arguments could not be decoded (``errors``), with JSON's
+    ``\\uXXXX`` and ``\\/`` escapes written as their characters, so that the trace's redaction finds a secret
+    the model spelled in escapes.
 
     The whole response (``response.model_dump()``, about 1 KB a step for a tool call) repeated the text and the
     calls of its own line, and encoding it cost more than the rest of the line (bench/RESULTS.md, the loop)."""
@@ -133,7 +140,7 @@ def response_details(response: Any, message: Any, raw_calls: Sequence[Any], call
     fields = getattr(message, "__dict__", None)
     if isinstance(message, Mapping):
         fields = message
-    extra = {k: _plain(v) for k, v in (fields or {}).items()
+    extra = {k: valid_unicode_in(_plain(v)) for k, v in (fields or {}).items()
              if k not in _READ_MESSAGE_FIELDS and not k.startswith("_") and v not in (None, "", [], {})}
     if extra:
         out["message"] = extra
@@ -143,9 +150,20 @@ def response_details(response: Any, message: Any, raw_calls: Sequence[Any], call
             if call.id in errors:
                 fn = raw.get("function") if isinstance(raw, Mapping) else getattr(raw, "function", None)
                 arguments = fn.get("arguments") if isinstance(fn, Mapping) else getattr(fn, "arguments", None)
-                sent[call.id] = arguments if isinstance(arguments, (str, type(None))) else _plain(arguments)
+                sent[call.id] = (_unescaped(arguments) if isinstance(arguments, str)
+                                 else valid_unicode_in(_plain(arguments)))
         out["arguments"] = sent
     return out
+
+
+_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\/")
+
+
+def _unescaped(text: str) -> str:
+    """``text`` with JSON's ``\\uXXXX`` and ``\\/`` escapes as their characters (valid Unicode after)."""
+    if "\\" not in text:
+        return valid_unicode(text)
+    return valid_unicode(_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)) if m.group(1) else "/", text))
 
 
 def _plain(value: Any) -> Any:

@@ -23,6 +23,7 @@ from thinkflow.run.limits import Budget
 from thinkflow.run.outcome import CRASHED, EXIT_CODES, STATUSES, Outcome, Status, exit_code_of
 from thinkflow.run.session import Session, Turn
 from thinkflow.run.trace import DEFAULT_TRACE_DIR, TraceWriter, new_run_id
+from thinkflow.text import valid_unicode
 
 __all__ = ["EXIT_CODES", "STATUSES", "Outcome", "RunBase", "RunResult", "Status", "exit_code_of"]
 
@@ -107,7 +108,7 @@ class RunBase:
         self.spec = agent.spec
         self.loop_spec = self.spec.loop
         self.client = agent.client
-        self.task = task
+        self.task = valid_unicode(task)  # argv's undecodable bytes arrive as lone surrogates
         self.on_event = on_event
         self.session = session
         self.run_id = run_id or new_run_id()

@@ -114,7 +114,7 @@ class _Run(RunBase, MemorySteps, StyleSteps, SendBackSteps):
         self.current: Step | None = None
         self.style = "react"
         self.answer_tool = False
-        self.messages: list[Message] = [Message("user", task)]
+        self.messages: list[Message] = [Message("user", self.task)]
         self.session_history: list[Message] = []
         self.memories: list[dict[str, Any]] = []
         self.empty_replies = 0

@@ -172,7 +172,9 @@ def _step_html(run: _Run, step: _Step, depth: int) -> str:
         parts.append(f'<details><summary>raw reply · finish {escape(str(reply.get("finish_reason")))}</summary>'
                      f'{_pre(reply.get("text") or "")}'
                      + (f'<p>tool calls</p>{_pre(reply["tool_calls"])}' if reply.get("tool_calls") else "")
-                     + f'<p>parsed action</p>{_pre(reply.get("action") or {})}</details>')
+                     + f'<p>parsed action</p>{_pre(reply.get("action") or {})}'
+                     + (f'<p>provider response</p>{_pre(reply.get("response") or reply.get("raw"))}'
+                        if reply.get("response") or reply.get("raw") else "") + "</details>")
     for call in step.calls:
         called, returned = call["called"], call["returned"] or {}
         status = returned.get("status", "unfinished")

@@ -40,8 +40,8 @@ def admit_calls(action: ToolAction, *, toolbox: Toolbox, repetition: RepetitionD
                 messages: Sequence[Message], warn: Callable[[str], None]) -> Admission:
     """Decide, call by call in order, which calls of ``action`` run.
 
-    A call identical to an earlier one of the same reply (name and arguments) is not run and not counted as a
-    repetition. A call with undecodable arguments, a repeated call (the first repetition: a warning, passed to ``warn``;
+    A call identical to an earlier one of the same reply (name and decoded arguments) is not run and not counted as
+    a repetition. A call with undecodable arguments (each its own error, whatever the calls before it), a repeated call (the first repetition: a warning, passed to ``warn``;
     unknown tools included), an unknown tool or one past the tool-call budget gets its observation at once; after a repetition that continues
     past the warning or a spent budget, the remaining calls are skipped. Admitted calls are charged to ``budget``.
     """
@@ -57,15 +57,15 @@ def admit_calls(action: ToolAction, *, toolbox: Toolbox, repetition: RepetitionD
         if stop is not None:
             skip(i, call, f"not run: {stop.error}", stop.status)
             continue
+        if call.id in action.errors:  # each gets its own error: two different bad texts both decode to {}
+            decided[i] = CallOutcome(call, "invalid",
+                                     f"invalid arguments for tool '{call.name}': {action.errors[call.id]}")
+            continue
         same = json.dumps([call.name, call.arguments], sort_keys=True, default=str)
         if same in seen:  # a small model may write the same call many times in one reply: it runs once
             skip(i, call, DUPLICATE_CALL, "duplicate")
             continue
         seen.add(same)
-        if call.id in action.errors:
-            decided[i] = CallOutcome(call, "invalid",
-                                     f"invalid arguments for tool '{call.name}': {action.errors[call.id]}")
-            continue
         verdict = repetition.check(call.name, call.arguments)  # an unknown tool called again and again too
         if verdict == "stop":
             stop = Outcome("loop_detected", error=_loop_message(repetition, call))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from thinkflow.errors import TraceError
+from thinkflow.model.messages import ArgumentsError, decode_arguments
 from thinkflow.testing.cassette import Cassette, now_iso, save_cassette
 
 MAX_EQUALS_CHARS = 400
@@ -66,6 +67,7 @@ def model_calls(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 "stop": list(event.get("stop") or []),
             }
         elif kind == "model_replied" and pending is not None:
+            sent = (event.get("response") or {}).get("arguments") or {}
             calls.append({"request": pending, "reply": {
                 "text": event.get("text") or "",
                 "tool_calls": [{"id": c.get("id"), "name": c.get("name"), "arguments": c.get("arguments") or {}}
@@ -73,7 +75,8 @@ def model_calls(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 "finish_reason": event.get("finish_reason"),
                 "usage": event.get("usage") or {},
                 "model": event.get("model") or "",
-                "argument_errors": {},
+                # a native call whose arguments could not be decoded: the replay gets the same error back
+                "argument_errors": _argument_errors(sent) if isinstance(sent, dict) else {},
             }})
             pending = None
     return calls
@@ -148,3 +151,15 @@ def write_test_from_trace(trace: TraceCase, *, agent_path: Path, out: Path) -> t
     cassette_path = out.parent / "cassettes" / test_stem(out) / f"{trace.case['name']}.json"
     save_cassette(cassette_path, trace.cassette)
     return out, cassette_path
+
+
+def _argument_errors(sent: dict[str, Any]) -> dict[str, str]:
+    """Per call id, the decoder's error for the arguments text a ``model_replied`` line kept (its ``response``'s
+    ``arguments``: the calls whose arguments could not be decoded), as the model client reported it."""
+    errors = {}
+    for call_id, text in sent.items():
+        try:
+            decode_arguments(text)
+        except ArgumentsError as error:
+            errors[str(call_id)] = str(error)
+    return errors

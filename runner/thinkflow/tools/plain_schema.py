@@ -39,7 +39,9 @@ def _count(value: Any) -> bool:
 
 
 def _bound(value: Any) -> bool:
-    return value is None or (type(value) in (int, float) and math.isfinite(value))
+    """A usable ``minimum``/``maximum``: absent, an int of any size, or a finite float (``math.isfinite`` of an
+    int past 1.8e308 would overflow; Python compares ints and floats exactly)."""
+    return value is None or type(value) is int or (type(value) is float and math.isfinite(value))
 
 
 def _string(schema: dict[str, Any], keys: set[str]) -> Check | None:

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from thinkflow.errors import ToolError
 from thinkflow.redaction import redact
-from thinkflow.text import closest
+from thinkflow.text import closest, valid_unicode, valid_unicode_in
 from thinkflow.config.spec import AgentSpec, ToolRef, ToolSpec
 from thinkflow.tools.approval import Approver
 from thinkflow.tools.base import RunAware, RunInfo, Tool, ToolResult
@@ -281,9 +281,10 @@ class Toolbox:
         data.setdefault("truncated", False)
         if notes:
             result = ToolResult(result.status, f"{result.text}\n({'; '.join(notes)})", data)
+        text, data = valid_unicode(result.text), valid_unicode_in(data)  # a tool may return lone surrogates
         if spec.secrets:
-            return ToolResult(result.status, redact(result.text, spec.secrets), redact(data, spec.secrets))
-        return ToolResult(result.status, result.text, data)
+            return ToolResult(result.status, redact(text, spec.secrets), redact(data, spec.secrets))
+        return ToolResult(result.status, text, data)
 
 
 def for_model(schema: Any) -> Any:

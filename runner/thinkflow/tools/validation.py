@@ -175,7 +175,8 @@ def check_arguments(name: str, parameters: dict[str, Any], arguments: Any) -> st
             return None
         errors = sorted(validator.iter_errors(arguments),
                         key=lambda e: (list(map(str, e.absolute_path)), e.validator != "required", str(e.validator)))
-        lines = [line for e in errors for line in describe_error(e, parameters)]
+        # jsonschema reports each missing required argument apart, and describe_error names them all each time
+        lines = list(dict.fromkeys(line for e in errors for line in describe_error(e, parameters)))
         if is_schema_echo(arguments):  # a small model copies the parameter schema it was shown
             lines = ["these are the tool's parameter schema, not its arguments: send the values themselves, e.g. "
                      f"{{{', '.join(json.dumps(k) + ': ...' for k in list(parameters.get('properties') or {})[:3])}}}"]

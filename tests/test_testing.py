@@ -356,19 +356,26 @@ def test_cli_exit_codes_junit_and_github_annotations(project, openai_server):
     assert runner.invoke(main, ["test", "--record", "--live", str(path)]).exit_code == 2
 
 
-def test_from_trace_makes_a_case_that_replays(project, openai_server):
+def _case_from_a_run(project: Path, agent_path: Path, name: str) -> Path:
+    """Run the agent on "What is 2 + 3?" (the server scripted by the caller), then `thinkflow test --from-trace`
+    of that run into tests.d/NAME.test.yaml; returns the test file."""
     from thinkflow.agent import build
     from thinkflow.config.loader import load_agent
     from thinkflow.run.loop import run
 
-    agent_path = write_agent(project, openai_server)
-    script_adds(openai_server)
     result = run(build(load_agent(agent_path)), "What is 2 + 3?", trace_dir=project / "runs")
     assert result.completed
-    out = project / "tests.d" / "regression.test.yaml"
+    out = project / "tests.d" / f"{name}.test.yaml"
     made = CliRunner().invoke(main, ["test", "--from-trace", result.run_id, "--trace-dir", str(project / "runs"),
                                      "--agent", str(agent_path), "--out", str(out)])
     assert made.exit_code == 0, made.output
+    return out
+
+
+def test_from_trace_makes_a_case_that_replays(project, openai_server):
+    agent_path = write_agent(project, openai_server)
+    script_adds(openai_server)
+    out = _case_from_a_run(project, agent_path, "regression")
     test = load_test_file(out)
     (case,) = test.cases
     assert case.task == "What is 2 + 3?"
@@ -381,19 +388,10 @@ def test_from_trace_makes_a_case_that_replays(project, openai_server):
 
 
 def test_from_trace_replays_a_call_whose_arguments_could_not_be_decoded(project, openai_server):
-    from thinkflow.agent import build
-    from thinkflow.config.loader import load_agent
-    from thinkflow.run.loop import run
-
     agent_path = write_agent(project, openai_server)
     openai_server.push(tool_calls([("calculator", '{"expression": "2 + ', "call_0")]),
                        tool_calls([("calculator", {"expression": "2 + 3"}, "call_1")]), text("2 + 3 = 5"))
-    result = run(build(load_agent(agent_path)), "What is 2 + 3?", trace_dir=project / "runs")
-    assert result.completed
-    out = project / "tests.d" / "cut.test.yaml"
-    made = CliRunner().invoke(main, ["test", "--from-trace", result.run_id, "--trace-dir", str(project / "runs"),
-                                     "--agent", str(agent_path), "--out", str(out)])
-    assert made.exit_code == 0, made.output
+    out = _case_from_a_run(project, agent_path, "cut")
     openai_server.stop()
     replay = CliRunner().invoke(main, ["test", str(out)])  # the cut-off call gets the same error back
     assert replay.exit_code == 0, replay.output

@@ -1,6 +1,6 @@
-"""The background import of LiteLLM (thinkflow.model.preload): only when asked (the CLI asks; the library never
-does), it pauses the cyclic collector during the import, freezes the collector's generations after it succeeded,
-and runs the collector again."""
+"""The early import of LiteLLM (thinkflow.model.preload), in a thread or in the caller's: only when asked (the CLI
+asks; the library never does), it pauses the cyclic collector during the import, freezes the collector's
+generations after it succeeded, and runs the collector again."""
 
 from __future__ import annotations
 
@@ -53,3 +53,23 @@ def test_a_collector_the_program_turned_off_stays_off():
     out = _preload(freeze=True, collector="off")
     assert out["started"] is True and out["frozen"] > 100_000
     assert out["collecting"] == [False, False]
+
+
+INLINE = """
+import gc, json, sys, threading
+from thinkflow.model import preload
+started = preload.preload_litellm(freeze=True, background=False)
+print(json.dumps({"started": started, "litellm": "litellm" in sys.modules, "thread": preload._thread is None,
+                  "frozen": gc.get_freeze_count(), "collecting": gc.isenabled(),
+                  "again": preload.preload_litellm(freeze=True, background=False)}))
+"""
+
+
+def test_the_import_in_the_callers_thread_is_done_when_the_call_returns():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(RUNNER), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", INLINE], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (out["started"], out["litellm"], out["thread"], out["collecting"], out["again"]) == \
+        (True, True, True, True, False)
+    assert out["frozen"] > 100_000

@@ -116,11 +116,6 @@ def run(agent_file: Path, task: tuple[str, ...], model: str | None, yes: bool, s
     TASK may be several words; "-" reads it from standard input. In chat, each line is a turn of the same
     session (a new one unless --session is given); type /exit (or Ctrl-D) to leave.
     """
-    from thinkflow.model.preload import preload_litellm
-
-    # seconds of imports, overlapped with loading the agent and building its tools; then gc.freeze(), so LiteLLM's
-    # first call does not walk its million objects in full collections (thinkflow/model/preload.py)
-    preload_litellm(freeze=True)
     try:
         _run_command(agent_file, task, model, yes, session_name, quiet, as_json, stream, trace_dir, max_steps,
                      variables, otel, cache)
@@ -154,7 +149,7 @@ def _run_command(agent_file, task, model, yes, session_name, quiet, as_json, str
         except SessionError as error:
             raise click.BadParameter(str(error), param_hint="--session") from None
     spec, agent, view = _prepare(agent_file, out, model=model, yes=yes, quiet=quiet or as_json, stream=stream,
-                                 prompt_vars=prompt_vars, cache=cache)
+                                 prompt_vars=prompt_vars, cache=cache, chat=chat)
     session = None
     if session_name is not None or chat:
         from thinkflow.run.session import Session
@@ -205,7 +200,7 @@ def _telemetry(spec: Any, flag: bool, out: _Output) -> Any:
         out.fail(EXIT_USAGE, "error", "OpenTelemetry is not installed: pip install 'thinkflow[otel]'")
 
 
-def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, prompt_vars, cache=False):
+def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, prompt_vars, cache=False, chat=False):
     from thinkflow.errors import MemoryStoreError, ModelError, PromptError, SpecError, ToolError
     from thinkflow.config.loader import load_agent
     from thinkflow.cli.approval import choose_approver
@@ -234,8 +229,14 @@ def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, promp
         out.fail(EXIT_CONFIG, "config_error", str(error))
     except ModelError as error:
         out.fail(EXIT_MODEL, "model_error", str(error))
+    from thinkflow.model.preload import preload_litellm
     from thinkflow.redaction import Redactor
 
+    # LiteLLM's seconds of imports with the collector paused, then gc.freeze(), so its first call does not walk its
+    # objects in full collections; beside the embedded model's start or while a chat waits for its first line,
+    # else right here (thinkflow/model/preload.py)
+    local = str(getattr(agent.client, "model", "")).startswith("local/")
+    preload_litellm(freeze=True, background=local or chat)
     out.redact = view.redactor = Redactor(agent.secrets)  # agent.secrets holds the environment's credentials too
     return spec, agent, view
 

@@ -1,11 +1,14 @@
-"""Import LiteLLM in the background while the command does work it must do anyway.
+"""Import LiteLLM early, at the least cost: beside the embedded model's start, and with the collector paused.
 
-``import litellm`` takes seconds (about 8 s on this project's 2-core machines under load, bench/RESULTS.md);
-``thinkflow-run`` starts it first thing in a daemon thread (:func:`preload_litellm`) and meanwhile parses its
-arguments, loads and validates the agent file, builds the tools and starts the embedded model. The first real
-use (:func:`thinkflow.model.providers.load_litellm`, a plain ``import``) then waits on Python's import lock for
-the background import to finish, or finds the module ready. A failed background import is dropped: the first
-real use imports again in its own thread and raises there, with the usual error.
+``import litellm`` takes seconds (3 to 4 s on this project's 2-core machines, bench/RESULTS.md). ``thinkflow-run``
+imports it once the agent is built (:func:`preload_litellm`): in a daemon thread when the model is the embedded
+one, whose start (loading the GGUF file in native code, then waiting for its server) the import then overlaps;
+in the caller's thread otherwise. Two threads importing Python modules at once share one interpreter lock: each
+file read lets the other thread run for up to the switch interval, and the start-up took about 0.3 s longer than
+importing one after the other (interleaved pairs, bench/RESULTS.md "Start-up"). The first real use
+(:func:`thinkflow.model.providers.load_litellm`, a plain ``import``) then waits on Python's import lock for the
+background import to finish, or finds the module ready. A failed import here is dropped: the first real use
+imports again and raises there, with the usual error.
 
 ``freeze=True`` (the CLI's choice, never a library default: both steps are process-wide) manages the cyclic
 garbage collector around the import. It is paused (:func:`gc.disable`) from the call until the import ends: the
@@ -28,25 +31,32 @@ import sys
 import threading
 
 _thread: threading.Thread | None = None
+"""The background import's thread, when there is one."""
+_started = False
 _lock = threading.Lock()
 
 
-def preload_litellm(*, freeze: bool = False) -> bool:
-    """Start importing LiteLLM in a daemon thread, once per process; returns True when this call started it
-    (False: already imported or under way). ``freeze``: pause the cyclic collector until the import ends, then
-    :func:`gc.freeze` once it succeeded (see the module docstring)."""
-    global _thread
+def preload_litellm(*, freeze: bool = False, background: bool = True) -> bool:
+    """Import LiteLLM, once per process: in a daemon thread (``background``, the call returns at once) or in the
+    caller's thread. Returns True when this call started it (False: already imported or under way). ``freeze``:
+    pause the cyclic collector until the import ends, then :func:`gc.freeze` once it succeeded (see the module
+    docstring). KeyboardInterrupt during an import in the caller's thread propagates."""
+    global _thread, _started
     with _lock:
-        if _thread is not None or "litellm" in sys.modules:
+        if _started or "litellm" in sys.modules:
             return False
+        _started = True
         os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # set here, not in the thread: no race on environ
         resume = freeze and gc.isenabled()
         if resume:
             gc.disable()  # here, not in the thread: the caller's own start-up work runs without collections too
-        _thread = threading.Thread(target=_import, args=(freeze, resume), name="thinkflow-import-litellm",
-                                   daemon=True)
-        _thread.start()
-        return True
+        if background:
+            _thread = threading.Thread(target=_import, args=(freeze, resume), name="thinkflow-import-litellm",
+                                       daemon=True)
+            _thread.start()
+    if not background:
+        _import(freeze, resume)
+    return True
 
 
 def _import(freeze: bool, resume: bool) -> None:
@@ -54,6 +64,8 @@ def _import(freeze: bool, resume: bool) -> None:
 
     try:
         load_litellm()
+    except KeyboardInterrupt:  # only in the caller's thread: a daemon thread never receives it
+        raise
     except BaseException:  # noqa: BLE001 - the first real use imports again and reports the failure
         return
     else:

@@ -350,16 +350,23 @@ def test_all_fallbacks_failing_raise_the_main_error(openai_server, monkeypatch):
 
 # --- error messages ------------------------------------------------------------------------------------------------
 
-def test_401_names_the_key_variable_and_hides_the_secret(openai_server):
+def test_401_points_to_the_key_that_was_sent_and_hides_the_secret(openai_server, monkeypatch):
     openai_server.push(error(401, "Incorrect API key provided: sk-test-secret-value"))
     client, sleeps = openai_client(openai_server)
     with pytest.raises(AuthenticationError) as info:
         client.complete(HISTORY)
     assert str(info.value) == ("openai refused the credentials for openai/test: Incorrect API key provided: *** "
-                               "(set OPENAI_API_KEY in the environment, or model.api_key: ${OPENAI_API_KEY})")
-    assert info.value.hint == "set OPENAI_API_KEY in the environment, or model.api_key: ${OPENAI_API_KEY}"
+                               "(the key in model.api_key was refused: check that it is a valid openai key)")
     assert "sk-test-secret-value" not in str(info.value)
     assert sleeps == []
+    # no key in the agent file: the environment's variable is the place to look
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-secret-value")
+    openai_server.push(error(401, "Incorrect API key provided: sk-env-secret-value"))
+    client = LiteLLMClient(ModelSpec(name="openai/test", api_base=openai_server.url, timeout=10.0))
+    with pytest.raises(AuthenticationError) as info:
+        client.complete(HISTORY)
+    assert info.value.hint == "set OPENAI_API_KEY in the environment, or model.api_key: ${OPENAI_API_KEY}"
+    assert "sk-env-secret-value" not in str(info.value)
 
 
 def test_missing_key_fails_before_any_request(monkeypatch):

@@ -390,7 +390,7 @@ class LiteLLMClient:
     def _map_error(self, exc: Exception, route: _Route, retries: int) -> ModelError:
         return map_error(exc, model=route.name, provider=provider_of(route.model) if route.model else "local",
                          api_base=route.api_base, timeout=float(self.spec.timeout), retries=retries,
-                         secrets=self._secrets(route))
+                         secrets=self._secrets(route), key_given=bool(route.api_key))
 
     def _secrets(self, route: _Route) -> list[str]:
         values = [route.api_key or "", self.spec.api_key or ""]

@@ -175,10 +175,11 @@ def _clean(message: str, secrets_: Sequence[str]) -> str:
 
 
 def map_error(exc: Exception, *, model: str, provider: str, api_base: str | None, timeout: float, retries: int,
-              secrets: Sequence[str] = ()) -> ModelError:
+              secrets: Sequence[str] = (), key_given: bool = False) -> ModelError:
     """Turn a LiteLLM/OpenAI/httpx exception into a typed :class:`ModelError` with the fix in ``hint``.
 
     ``secrets`` are replaced by ``***`` in the message. ``retries`` is how many retries were made before giving up.
+    ``key_given``: the agent's ``model.api_key`` was sent (a refused key then points there, not to the environment).
     """
     detail = _clean(str(exc), secrets)
     kinds = _classes()
@@ -197,8 +198,12 @@ def map_error(exc: Exception, *, model: str, provider: str, api_base: str | None
     if isinstance(exc, kinds.auth) or status in (401, 403) or \
             "Missing credentials" in detail or "api_key must be set" in detail:
         var = key_env_var(model) if provider != "local" else None
-        hint = f"set {var} in the environment, or model.api_key: ${{{var}}}" if var else \
-            "check model.api_key and the provider's credentials"
+        if key_given:
+            hint = f"the key in model.api_key was refused: check that it is a valid {provider or 'provider'} key"
+        elif var:
+            hint = f"set {var} in the environment, or model.api_key: ${{{var}}}"
+        else:
+            hint = "check model.api_key and the provider's credentials"
         return AuthenticationError(f"{provider or model} refused the credentials for {model}: {detail}",
                                    model=model, hint=hint)
     if "LLM Provider NOT provided" in detail:  # a BadRequestError like any other but for this text

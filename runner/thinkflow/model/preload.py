@@ -2,10 +2,11 @@
 
 ``import litellm`` takes seconds (3 to 4 s on this project's 2-core machines, bench/RESULTS.md). ``thinkflow-run``
 imports it once the agent is built (:func:`preload_litellm`): in a daemon thread when the model is the embedded
-one, whose start (loading the GGUF file in native code, then waiting for its server) the import then overlaps;
-in the caller's thread otherwise. Two threads importing Python modules at once share one interpreter lock: each
-file read lets the other thread run for up to the switch interval, and the start-up took about 0.3 s longer than
-importing one after the other (interleaved pairs, bench/RESULTS.md "Start-up"). The first real use
+one, whose start (loading the GGUF file in native code, then waiting for its server) the import then overlaps,
+or when a chat waits for its first line; in the caller's thread otherwise. Two threads importing Python modules
+at once share one interpreter lock: each file read lets the other thread run for up to the switch interval, and
+the start-up took 0.2 to 0.4 s longer than importing one after the other (interleaved pairs, bench/RESULTS.md
+"Start-up"). The first real use
 (:func:`thinkflow.model.providers.load_litellm`, a plain ``import``) then waits on Python's import lock for the
 background import to finish, or finds the module ready. A failed import here is dropped: the first real use
 imports again and raises there, with the usual error.

@@ -162,7 +162,7 @@ def run(rounds: int = 64, runs: int = 2, warmup: int = 2, growth_steps: int = 30
         if warmup:
             for w in timed:
                 w.measure(0, warmup, steps)
-        base = next((w for w in timed if w.key == BASELINE), None)
+        base = next(w for w in timed if w.key == BASELINE)  # always chosen
         others = [w for w in timed if w is not base]
 
         def record(w: Worker, out: dict) -> tuple[float, float]:
@@ -172,24 +172,20 @@ def run(rounds: int = 64, runs: int = 2, warmup: int = 2, growth_steps: int = 30
                     statistics.median(_cpu(x) for x in out["runs"]))
 
         for r in range(rounds):
-            order = others[r % len(others):] + others[:r % len(others)] if others else []
-            if base is not None and not others:
+            if not others:  # the baseline alone (no ThinkFlow loop in this tree, no peers)
                 out = base.measure(runs, 0, steps)
                 if out is not None:
                     data[base.key]["pairs"].append(record(base, out) * 2)
-            for i, w in enumerate(order):
+            for i, w in enumerate(others[r % len(others):] + others[:r % len(others)] if others else []):
                 # each implementation beside its own run of the bare loop, which goes first every other time: the
                 # host's speed drifts by 2x within seconds here, so only adjacent runs share the same load
-                pair = [w, base] if base is not None else [w]
-                if (r + i) % 2 and base is not None:
-                    pair.reverse()
-                outs = {x.key: x.measure(runs, 0, steps) for x in pair}
-                if any(out is None for out in outs.values()):
+                pair = [base, w] if (r + i) % 2 else [w, base]
+                outs = [x.measure(runs, 0, steps) for x in pair]
+                if None in outs:
                     continue
-                medians = {x.key: record(x, outs[x.key]) for x in pair}
-                if base is not None:
-                    data[w.key]["pairs"].append(medians[w.key] + medians[base.key])
-                    data[base.key]["pairs"].append(medians[base.key] * 2)
+                medians = {x.key: record(x, out) for x, out in zip(pair, outs)}
+                data[w.key]["pairs"].append(medians[w.key] + medians[base.key])
+                data[base.key]["pairs"].append(medians[base.key] * 2)
         for w in workers:
             if w.key in {k for k, *_ in window}:
                 out = w.measure(1, 0, steps)

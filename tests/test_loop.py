@@ -1173,6 +1173,15 @@ def test_lone_surrogates_from_the_model_and_the_task_become_replacement_characte
     assert len(replied) == len(openai_server.requests) and lines[-1]["type"] == "run_finished"
 
 
+def test_prompt_variables_from_argv_become_valid_unicode(openai_server, tmp_path):
+    import dataclasses
+
+    from thinkflow.agent import with_prompt_vars
+
+    spec = dataclasses.replace(make_spec(openai_server, tmp_path), prompt=PromptSpec(text="Greet {{ who }}."))
+    assert with_prompt_vars(spec, {"who": "a\udcffb"}).prompt.vars["who"] == "a\ufffdb"
+
+
 def test_undecodable_arguments_spelling_a_secret_in_escapes_are_redacted(openai_server, tmp_path):
     secret = "hunter2-very-secret"
     escaped = "".join(f"\\u{ord(c):04x}" for c in secret)

@@ -268,6 +268,14 @@ def test_streaming_calls_on_text_per_chunk_and_assembles_the_reply(openai_server
     assert openai_server.requests[0]["stream"] is True
 
 
+def test_streamed_pieces_and_the_reply_are_valid_unicode(openai_server):
+    openai_server.push(stream("ab\ud800cd", chunk=3))
+    client, _ = openai_client(openai_server)
+    pieces: list[str] = []
+    reply = client.complete(HISTORY, on_text=pieces.append)
+    assert pieces == ["ab\ufffd", "cd"] and reply.text == "ab\ufffdcd"
+
+
 def test_streaming_from_ollama(ollama_server):
     ollama_server.push(stream("abcdef", chunk=2, usage=(5, 3)))
     client = LiteLLMClient(ModelSpec(name="ollama_chat/qwen", api_base=ollama_server.url, timeout=10))

@@ -46,7 +46,8 @@ JSON_SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-10, 10), st.float
                         st.sampled_from([2.0, -0.0, 1e308, float("inf"), float("nan")]),
                         st.text(max_size=6), st.sampled_from(["sum", "mean", "count", "Sum", ""]))
 JSON_VALUE = st.recursive(JSON_SCALAR, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                                st.dictionaries(st.text(max_size=3), inner, max_size=2)),
+                                                                st.dictionaries(st.text(max_size=3), inner,
+                                                                                max_size=2)),
                           max_leaves=6)
 ARGUMENTS = st.one_of(st.dictionaries(NAMES, JSON_VALUE, max_size=5), JSON_VALUE)
 
@@ -142,3 +143,15 @@ def test_check_arguments_gives_the_same_answers_with_the_fast_path():
         "- argument 'a' must be a number, got a string \"1\"\n"
         "- argument 'op' must be one of \"add\", \"sub\"; got \"mul\"\n"
         "expected: calc(a: number, op?: \"add\"|\"sub\")")
+
+
+def test_each_missing_required_argument_is_named_once():
+    params = {"type": "object", "properties": {"x": {"type": "integer"}, "flag": {"type": "boolean"},
+                                               "name": {"type": "string"}, "n": {"type": "integer"}},
+              "required": ["x", "flag", "name", "n"], "additionalProperties": False}
+    assert check_arguments("typed", params, {"n": 1}) == (
+        "invalid arguments for tool 'typed':\n"
+        "- missing required argument 'x' (integer)\n"
+        "- missing required argument 'flag' (boolean)\n"
+        "- missing required argument 'name' (string)\n"
+        "expected: typed(x: integer, flag: boolean, name: string, n: integer)")

@@ -30,8 +30,8 @@ print(json.dumps({"started": started, "again": again, "frozen": gc.get_freeze_co
 
 def _preload(freeze: bool, collector: str = "on") -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(RUNNER), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, "1" if freeze else "0", collector], capture_output=True, text=True,
-                          env=env, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, "1" if freeze else "0", collector], capture_output=True,
+                          text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -52,7 +52,7 @@ def test_html_report_of_a_run_with_tools_a_failure_and_a_sub_agent(tmp_path, ope
     assert page.startswith("<!doctype html>")
     for expected in ("ThinkFlow run · boss", "completed", "Step 1", "Step 2", "Step 3", "I will add and read.",
                      "calculator", "read_file", "sub-agent helper", "hi from the helper", "The sum is 5.",
-                     "Timeline", "in / "):
+                     "Timeline", "in / ", "provider response", "chatcmpl-scripted-"):
         assert expected in page, expected
     assert "src=\"http" not in page and "href=\"http" not in page  # no external assets
     assert "<script>document.title" not in page and "&lt;script&gt;document.title" in page

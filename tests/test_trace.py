@@ -202,6 +202,18 @@ def test_trace_show_full_prints_the_messages_of_a_compact_trace(tmp_path):
     assert [len(json.loads(line).get("messages", [])) for line in as_json.splitlines()] == [0, 2, 4, 6]
 
 
+def test_trace_show_full_prints_the_provider_response_details(tmp_path):
+    with TraceWriter(tmp_path / "r.jsonl") as w:
+        w.write(ev.ModelReplied(step=1, text="hi", response={"id": "chatcmpl-7", "message": {
+            "reasoning_content": "think first"}}))
+    (tmp_path / "old.jsonl").write_text(json.dumps({"type": "model_replied", "step": 1, "text": "hi",
+                                                    "raw": {"id": "chatcmpl-old"}}) + "\n")
+    out = CliRunner().invoke(main, ["trace", "show", str(tmp_path / "r.jsonl"), "--full"]).output
+    assert 'response: {"id": "chatcmpl-7", "message": {"reasoning_content": "think first"}}' in out
+    old = CliRunner().invoke(main, ["trace", "show", str(tmp_path / "old.jsonl"), "--full"]).output
+    assert 'response: {"id": "chatcmpl-old"}' in old
+
+
 _message = st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assistant", "tool"]),
                                   "content": st.sampled_from(["a", "b", "c", "Observation: 5", "", "ü"])})
 

@@ -19,6 +19,7 @@ from thinkflow.model.client import ModelClient, build_client
 from thinkflow.model.resolution import resolve_model
 from thinkflow.model.messages import Message
 from thinkflow.prompting.templates import check_prompt_vars
+from thinkflow.text import valid_unicode
 from thinkflow.run.collaborators import LongTerm, ShortTerm
 from thinkflow.run.collaborators import Toolbox as ToolboxPort
 from thinkflow.run.delegation import add_subagents
@@ -85,7 +86,8 @@ def with_prompt_vars(spec: AgentSpec, prompt_vars: dict[str, Any] | None) -> Age
     if not prompt_vars:
         return spec
     check_prompt_vars(spec.prompt, prompt_vars)
-    prompt = dataclasses.replace(spec.prompt, vars={**spec.prompt.vars, **prompt_vars})
+    given = {k: valid_unicode(v) if isinstance(v, str) else v for k, v in prompt_vars.items()}  # argv's bad bytes
+    prompt = dataclasses.replace(spec.prompt, vars={**spec.prompt.vars, **given})
     return dataclasses.replace(spec, prompt=prompt)
 
 

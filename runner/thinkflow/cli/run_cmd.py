@@ -235,8 +235,7 @@ def _prepare(agent_file: Path, out: _Output, *, model, yes, quiet, stream, promp
     # LiteLLM's seconds of imports with the collector paused, then gc.freeze(), so its first call does not walk its
     # objects in full collections; beside the embedded model's start or while a chat waits for its first line,
     # else right here (thinkflow/model/preload.py)
-    local = str(getattr(agent.client, "model", "")).startswith("local/")
-    preload_litellm(freeze=True, background=local or chat)
+    preload_litellm(freeze=True, background=bool(getattr(agent.client, "local", False)) or chat)
     out.redact = view.redactor = Redactor(agent.secrets)  # agent.secrets holds the environment's credentials too
     return spec, agent, view
 

@@ -161,6 +161,11 @@ class LiteLLMClient:
         route.ready = True
         return route
 
+    @property
+    def local(self) -> bool:
+        """True when the main model is the embedded one (``local/...``)."""
+        return self._routes[0].local
+
     def _provider(self, model: str) -> str:
         """LiteLLM's provider of ``model`` (cached per model string)."""
         known = self._providers.get(model)

@@ -48,7 +48,7 @@ def delta_text(chunk: Any) -> str:
         return ""
     delta = getattr(choices[0], "delta", None)
     content = getattr(delta, "content", None) if delta is not None else None
-    return content if isinstance(content, str) else ""
+    return valid_unicode(content) if isinstance(content, str) else ""
 
 
 def content_text(content: Any) -> str:
@@ -69,10 +69,12 @@ def content_text(content: Any) -> str:
     return text if text.strip() else ""
 
 
-def normalise_tool_calls(raw_calls: Sequence[Any]) -> tuple[list[ToolCall], dict[str, str]]:
+def normalise_tool_calls(raw_calls: Sequence[Any], undecoded: dict[str, Any] | None = None
+                         ) -> tuple[list[ToolCall], dict[str, str]]:
     """Tool calls from a provider reply (objects or dicts in the OpenAI shape) as :class:`ToolCall` with decoded
     arguments and unique ids (missing or repeated ids become ``call_<n>_<hex>``). Arguments that cannot be decoded
-    stay ``{}`` and the decoder's message is returned per call id."""
+    stay ``{}`` and the decoder's message is returned per call id; ``undecoded``, when given, receives their text
+    as sent, per call id. Strings become valid Unicode (:func:`thinkflow.text.valid_unicode`)."""
     calls: list[ToolCall] = []
     errors: dict[str, str] = {}
     seen: set[str] = set()
@@ -91,6 +93,8 @@ def normalise_tool_calls(raw_calls: Sequence[Any]) -> tuple[list[ToolCall], dict
         except ArgumentsError as exc:
             args = {}
             errors[call_id] = str(exc)
+            if undecoded is not None:
+                undecoded[call_id] = sent
         if not isinstance(sent, str) or "\\u" in sent or not sent.isascii():  # "\ud800" decodes to a lone surrogate
             args = valid_unicode_in(args)
         calls.append(ToolCall(id=call_id, name=valid_unicode(str(name or "")), arguments=args))
@@ -105,14 +109,15 @@ def normalise_reply(response: Any, *, model: str, local: bool, latency: float) -
     choices = getattr(response, "choices", None) or []
     message = getattr(choices[0], "message", None) if choices else None
     text = content_text(getattr(message, "content", None)) if message is not None else ""
-    raw_calls = (getattr(message, "tool_calls", None) or []) if message is not None else []
-    calls, errors = normalise_tool_calls(raw_calls)
+    undecoded: dict[str, Any] = {}
+    calls, errors = normalise_tool_calls((getattr(message, "tool_calls", None) or []) if message is not None else [],
+                                         undecoded)
     finish = getattr(choices[0], "finish_reason", None) if choices else None
     usage = usage_of(response, local=local)
     from thinkflow.model.cache import served_from_cache
 
     return ModelReply(text=text, tool_calls=calls, finish_reason=finish, usage=usage, model=model,
-                      response=response_details(response, message, raw_calls, calls, errors),
+                      response=response_details(response, message, undecoded),
                       latency_s=latency, argument_errors=errors, cached=served_from_cache(response))
 
 
@@ -120,13 +125,12 @@ _RESPONSE_FIELDS = ("id", "model", "created", "system_fingerprint")
 _READ_MESSAGE_FIELDS = frozenset({"role", "content", "tool_calls", "function_call"})
 
 
-def response_details(response: Any, message: Any, raw_calls: Sequence[Any], calls: Sequence[ToolCall],
-                     errors: Mapping[str, str]) -> dict[str, Any]:
+def response_details(response: Any, message: Any, undecoded: Mapping[str, Any]) -> dict[str, Any]:
     """What a provider's response holds beyond what :class:`ModelReply` reads (text, tool calls, finish reason,
     usage), for the trace, as a JSON-ready dict: ``id``, ``model`` (the provider's name of the model that
     answered), ``created`` and ``system_fingerprint`` when set; ``message``: the message's other fields that are
-    set (``reasoning_content``, ``annotations``, ``provider_specific_fields``, ...); ``arguments``: per call id,
-    the arguments text as sent, for each call whose arguments could not be decoded (``errors``), with JSON's
+    set (``reasoning_content``, ``annotations``, ``provider_specific_fields``, ...); ``arguments``: ``undecoded``
+    (per call id, the arguments text as sent of each call whose arguments could not be decoded) with JSON's
     ``\\uXXXX`` and ``\\/`` escapes written as their characters, so that the trace's redaction finds a secret
     the model spelled in escapes.
 
@@ -137,22 +141,14 @@ def response_details(response: Any, message: Any, raw_calls: Sequence[Any], call
         value = getattr(response, name, None)
         if value is not None and value != "":
             out[name] = value
-    fields = getattr(message, "__dict__", None)
-    if isinstance(message, Mapping):
-        fields = message
+    fields = message if isinstance(message, Mapping) else getattr(message, "__dict__", None)
     extra = {k: valid_unicode_in(_plain(v)) for k, v in (fields or {}).items()
              if k not in _READ_MESSAGE_FIELDS and not k.startswith("_") and v not in (None, "", [], {})}
     if extra:
         out["message"] = extra
-    if errors:
-        sent: dict[str, Any] = {}
-        for raw, call in zip(raw_calls, calls):
-            if call.id in errors:
-                fn = raw.get("function") if isinstance(raw, Mapping) else getattr(raw, "function", None)
-                arguments = fn.get("arguments") if isinstance(fn, Mapping) else getattr(fn, "arguments", None)
-                sent[call.id] = (_unescaped(arguments) if isinstance(arguments, str)
-                                 else valid_unicode_in(_plain(arguments)))
-        out["arguments"] = sent
+    if undecoded:
+        out["arguments"] = {call_id: _unescaped(text) if isinstance(text, str) else valid_unicode_in(_plain(text))
+                            for call_id, text in undecoded.items()}
     return out
 
 

@@ -211,8 +211,8 @@ class _PlannedRun(RunBase):
         self.budget.charge(reply.usage)
         self.emit(ev.ModelReplied(
             step=0, model=reply.model, text=reply.text, finish_reason=reply.finish_reason,
-            action={"kind": "plan"}, usage=reply.usage.to_dict(), latency_s=round(reply.latency_s, 3), response=reply.response,
-            cached=bool(getattr(reply, "cached", False)),
+            action={"kind": "plan"}, usage=reply.usage.to_dict(), latency_s=round(reply.latency_s, 3),
+            response=reply.response, cached=bool(getattr(reply, "cached", False)),
         ))
         return reply
 

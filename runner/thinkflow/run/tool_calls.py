@@ -41,9 +41,10 @@ def admit_calls(action: ToolAction, *, toolbox: Toolbox, repetition: RepetitionD
     """Decide, call by call in order, which calls of ``action`` run.
 
     A call identical to an earlier one of the same reply (name and decoded arguments) is not run and not counted as
-    a repetition. A call with undecodable arguments (each its own error, whatever the calls before it), a repeated call (the first repetition: a warning, passed to ``warn``;
-    unknown tools included), an unknown tool or one past the tool-call budget gets its observation at once; after a repetition that continues
-    past the warning or a spent budget, the remaining calls are skipped. Admitted calls are charged to ``budget``.
+    a repetition. A call with undecodable arguments (each its own error, whatever the calls before it), a repeated
+    call (the first repetition: a warning, passed to ``warn``; unknown tools included), an unknown tool or one past
+    the tool-call budget gets its observation at once; after a repetition that continues past the warning or a
+    spent budget, the remaining calls are skipped. Admitted calls are charged to ``budget``.
     """
     decided: dict[int, CallOutcome] = {}
     admitted: list[int] = []

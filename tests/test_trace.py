@@ -189,6 +189,23 @@ def test_a_500_step_trace_grows_linearly_and_rebuilds_every_request(tmp_path):
         rebuild_request(events, 500)
 
 
+def test_messages_moved_by_a_window_are_referenced_not_written_again(tmp_path):
+    """A window that drops the oldest turn shifts every message: each is found by its JSON and referenced; only the
+    step's own new messages are written."""
+    requests = _conversation_requests(6)
+    windowed = [r[:1] + r[-4:] if len(r) > 5 else r for r in requests]
+    with TraceWriter(tmp_path / "w.jsonl") as w:
+        for step, messages in enumerate(windowed, 1):
+            w.write(ev.ModelRequest(step=step, style="native", messages=messages, tools=TOOLS))
+    events = read_trace(tmp_path / "w.jsonl")
+    written = [sum(isinstance(p, dict) for p in e["parts"]) for e in events]
+    assert written == [2, 2, 2, 2, 2, 2]
+    assert [[p if isinstance(p, list) else "new" for p in e["parts"]] for e in events] == [
+        ["new", "new"], [[0, 1], "new", "new"], [[0, 0], [2, 3], "new", "new"], [[0, 0], [4, 5], "new", "new"],
+        [[0, 0], [6, 7], "new", "new"], [[0, 0], [8, 9], "new", "new"]]
+    assert [rebuild_request(events, n)["messages"] for n in range(6)] == windowed
+
+
 def test_trace_show_full_prints_the_messages_of_a_compact_trace(tmp_path):
     requests = _conversation_requests(3)
     with TraceWriter(tmp_path / "r.jsonl") as w:

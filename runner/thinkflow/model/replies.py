@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 import secrets
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from thinkflow.model.messages import ArgumentsError, Message, ModelReply, ToolCall, Usage, decode_arguments
 from thinkflow.model.providers import load_litellm

@@ -237,14 +237,24 @@ def render_builtin(name: str, variables: dict[str, Any]) -> str:
     Raises:
         PromptError: no such template, or rendering fails.
     """
+    return render(_builtin_source(name), variables, name=f"{name}.j2")
+
+
+@cache
+def _builtin_source(name: str) -> str:
+    """The text of the built-in template ``<name>.j2``, read once per process (it ships with the package; a run
+    renders it at its first step).
+
+    Raises:
+        PromptError: no such template.
+    """
     from importlib.resources import files
 
     resource = files("thinkflow.prompting") / "builtin" / f"{name}.j2"
     try:
-        source = resource.read_text(encoding="utf-8")
+        return resource.read_text(encoding="utf-8")
     except (OSError, FileNotFoundError):
         raise PromptError(f"no built-in prompt template {name!r}") from None
-    return render(source, variables, name=f"{name}.j2")
 
 
 use_renderer(render)  # the loader renders prompts at validate through this (config cannot import prompting)

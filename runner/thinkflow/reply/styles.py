@@ -10,7 +10,8 @@ and, after :data:`MALFORMED_BEFORE_SWITCH` malformed replies in a row, moves alo
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from thinkflow.reply.actions import FINAL_ACTION
 from thinkflow.model.messages import Message

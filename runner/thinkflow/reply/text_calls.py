@@ -11,7 +11,8 @@ import ast
 import json
 import math
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from thinkflow.model import json_limits
 from thinkflow.model.messages import ArgumentsError, ToolCall

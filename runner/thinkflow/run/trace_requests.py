@@ -24,40 +24,63 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
+def _canonical(message: Any) -> str:
+    """A message's canonical JSON (sorted keys): the key under which :class:`_RequestLog` finds it again."""
+    return json.dumps(message, sort_keys=True, default=_default, ensure_ascii=False)
+
+
 class _RequestLog:
     """The writer's side of the ``model_request`` encoding: the number of every message and tool list written.
 
     A message at the same position as in the previous request of the same stream (the top-level run, or one
-    sub-agent) is matched by equality, without serialising it; other messages are looked up by their canonical JSON.
-    Numbers are committed only once the line is written, so a failed write never leaves a reference to a message
-    the file does not hold.
+    sub-agent) is matched by equality, without serialising it, and a message past the previous request's end is
+    new: a conversation that only grows never pays for more. Only a message that moved (short-term memory dropped
+    or summarised turns before it) is looked up by its canonical JSON, in an index of every message written that is
+    built on the first such lookup and kept from then on. Numbers are committed only once the line is written, so a
+    failed write never leaves a reference to a message the file does not hold.
     """
 
     def __init__(self) -> None:
-        self.numbers: dict[str, int] = {}
-        self.next_number = 0
+        self.written: list[Any] = []  # every message written, by number
+        self.index: dict[str, int] | None = None  # canonical JSON -> number; built on the first lookup
         self.tools: dict[str, int] = {}
         self.previous: dict[str, list[tuple[Any, int]]] = {}
         self.previous_tools: dict[str, tuple[list[Any], str, int]] = {}
+
+    def _lookup(self, key: str, added: dict[str, int], new: list[Any]) -> int:
+        """The number of the message whose canonical JSON is ``key`` (written, or new in this request), or -1."""
+        if self.index is None:
+            self.index = {}
+            for number, message in enumerate(self.written):
+                self.index.setdefault(_canonical(message), number)
+            for offset, message in enumerate(new):
+                added.setdefault(_canonical(message), len(self.written) + offset)
+        return self.index.get(key, added.get(key, -1))
 
     def encode(self, data: dict[str, Any], stream: str) -> tuple[dict[str, Any], Callable[[], None]]:
         """``data`` (a model_request dict) with ``messages``/``tools`` replaced by ``parts``/``tools_id`` (and
         ``tools`` when new), and the commit to call once its line is written."""
         messages = list(data.get("messages") or [])
         previous = self.previous.get(stream, [])
-        added: dict[str, int] = {}
-        next_number = self.next_number
+        added: dict[str, int] = {}  # canonical JSON -> number, of this request's new messages (once indexing)
+        new: list[Any] = []
         numbers: list[int] = []
         parts: list[Any] = []
         for i, message in enumerate(messages):
             if i < len(previous) and previous[i][0] == message:
                 number = previous[i][1]
             else:
-                key = json.dumps(message, sort_keys=True, default=_default, ensure_ascii=False)
-                number = self.numbers.get(key, added.get(key, -1))
+                key = None
+                if i < len(previous) or self.index is not None:
+                    key = _canonical(message)
+                    number = self._lookup(key, added, new)
+                else:
+                    number = -1
                 if number < 0:
-                    number = added[key] = next_number
-                    next_number += 1
+                    number = len(self.written) + len(new)
+                    if key is not None:
+                        added[key] = number
+                    new.append(message)
                     numbers.append(number)
                     parts.append({"new": message})
                     continue
@@ -82,8 +105,10 @@ class _RequestLog:
         out["tools_id"] = tools_id
 
         def commit() -> None:
-            self.numbers.update(added)
-            self.next_number = next_number
+            if self.index is not None:
+                for key, number in added.items():
+                    self.index.setdefault(key, number)
+            self.written.extend(new)
             self.tools.setdefault(tools_key, tools_id)
             self.previous[stream] = list(zip(messages, numbers))
             self.previous_tools[stream] = (list(tools), tools_key, tools_id)

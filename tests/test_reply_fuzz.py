@@ -398,3 +398,18 @@ def test_unused_values_takes_any_question_arguments_and_schema(question, argumen
     for tool, param, value in unused_values(question, calls, params):
         assert tool in ("t", "u") and isinstance(param, str)
         assert " ".join(value.lower().split()) in " ".join(question.lower().split())  # up to spacing
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(st.sampled_from(["Oslo", "oslo", "and", "Bergen", "in", ".", "OSLO"]), max_size=12),
+       target=st.lists(st.sampled_from(["Oslo", "oslo", "and", "Bergen", "bergen"]), min_size=1, max_size=3),
+       case_sensitive=st.booleans())
+def test_occurrences_finds_every_start_of_the_word_sequence(words, target, case_sensitive):
+    """The question scan's word-sequence search against the plain definition: every i where the words from i on
+    are the target (as written, or lowercased against a lowercase target)."""
+    from thinkflow.run.question_values import _occurrences
+
+    same = (lambda a, b: a == b) if case_sensitive else (lambda a, b: a.lower() == b)
+    expected = [i for i in range(len(words) - len(target) + 1)
+                if all(same(words[i + k], target[k]) for k in range(len(target)))]
+    assert _occurrences(words, target, case_sensitive=case_sensitive) == expected

@@ -216,8 +216,11 @@ def _words(text: str) -> list[str]:
 def _occurrences(words: Sequence[str], target: Sequence[str], *, case_sensitive: bool) -> list[int]:
     """Indexes where the word sequence ``target`` starts in ``words``."""
     n = len(target)
-    same = (lambda a, b: a == b) if case_sensitive else (lambda a, b: a.lower() == b)
-    return [i for i in range(len(words) - n + 1) if all(same(words[i + k], target[k]) for k in range(n))]
+    if not n:
+        return []
+    seq = list(words) if case_sensitive else [w.lower() for w in words]
+    wanted, first = list(target), target[0]
+    return [i for i in range(len(seq) - n + 1) if seq[i] == first and seq[i:i + n] == wanted]
 
 
 _EXCLUDING = frozenset({"except", "excluding", "without", "not", "but", "besides", "exclude", "ignore", "ignoring"})

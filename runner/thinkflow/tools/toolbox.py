@@ -23,7 +23,7 @@ from thinkflow.redaction import redact
 from thinkflow.text import closest, valid_unicode, valid_unicode_in
 from thinkflow.config.spec import AgentSpec, ToolRef, ToolSpec
 from thinkflow.tools.approval import Approver
-from thinkflow.tools.base import RunAware, RunInfo, Tool, ToolResult
+from thinkflow.tools.base import RunInfo, Tool, ToolResult
 from thinkflow.tools.builtin import BuiltinTool, bind_dataset_columns, builtin_specs
 from thinkflow.tools.http import HttpTool
 from thinkflow.tools.python import PythonTool, error_result
@@ -176,8 +176,9 @@ class Toolbox:
         """Tell every tool that declares it needs run context (:class:`~thinkflow.tools.base.RunAware`) which run
         is starting."""
         for tool in self._tools.values():
-            if isinstance(tool, RunAware):
-                tool.start_run(run)
+            start = getattr(tool, "start_run", None)  # what isinstance(tool, RunAware) checks, without the ~15 us
+            if callable(start):                       # a runtime-checkable Protocol costs per tool and run
+                start(run)
 
     def definitions(self) -> list[dict[str, Any]]:
         """Tools in the OpenAI format, as sent to the model: ``[{"type": "function", "function": {"name",

@@ -336,3 +336,23 @@ def test_close_fsyncs_in_place_when_no_thread_can_start(tmp_path, monkeypatch):
     writer = TraceWriter(tmp_path / "r.jsonl")
     writer.close()
     assert len(synced) == 1 and trace_mod.wait_for_syncs(timeout=0) is True  # nothing left pending
+
+
+def test_traces_closed_back_to_back_are_synced_together(tmp_path, monkeypatch):
+    """The syncing thread gathers the traces closed within SYNC_GATHER_S of each other, then fsyncs and closes each:
+    every one is synced, and wait_for_syncs does not wait out the gathering."""
+    from thinkflow.run import trace as trace_mod
+
+    assert trace_mod.wait_for_syncs(timeout=10)
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(trace_mod.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    monkeypatch.setattr(trace_mod, "SYNC_GATHER_S", 30.0)  # gathering would outlast the test
+    for n in range(5):
+        with TraceWriter(tmp_path / f"r{n}.jsonl") as writer:
+            writer.write(ev.RunWarning(f"w{n}", code="x", step=1))
+    assert [read_trace(tmp_path / f"r{n}.jsonl")[0]["message"] for n in range(5)] == [f"w{n}" for n in range(5)]
+    started = time.monotonic()
+    assert trace_mod.wait_for_syncs(timeout=10) is True
+    assert time.monotonic() - started < 5
+    assert len(synced) == 5

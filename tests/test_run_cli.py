@@ -176,6 +176,31 @@ def test_chat_mode_keeps_history_in_a_session(cli, tmp_path, openai_server):
     assert len(json.loads(sessions[0].read_text(encoding="utf-8"))["turns"]) == 2
 
 
+def test_ctrl_c_while_a_chat_turn_waits_for_the_model_client_skips_that_turn_only(cli, tmp_path, openai_server,
+                                                                                 monkeypatch):
+    """Ctrl-C while the first turn waits for the client's start (LiteLLM's import, the embedded model) used to end
+    the chat with 130; it drops that turn, nothing sent, and the chat goes on."""
+    from thinkflow.model.client import LiteLLMClient
+
+    starts = []
+    real_warm_up = LiteLLMClient.warm_up
+
+    def warm_up(self):
+        starts.append(1)
+        if len(starts) == 1:
+            raise KeyboardInterrupt
+        return real_warm_up(self)
+
+    monkeypatch.setattr(LiteLLMClient, "warm_up", warm_up)
+    openai_server.push(text("Hello Ada."))
+    result = cli.invoke(main, ["run", str(agent_yaml(tmp_path, openai_server))], input="first\nI am Ada.\n/exit\n")
+    assert result.exit_code == 0, result.output
+    assert "(interrupted; /exit to leave)" in result.output
+    assert result.stdout.splitlines()[-1:] == ["Hello Ada."]
+    assert len(openai_server.requests) == 1
+    assert [m["content"] for m in openai_server.requests[0]["messages"][1:]] == ["I am Ada."]
+
+
 # ------------------------------------------------------------------------------------------------ processes
 
 

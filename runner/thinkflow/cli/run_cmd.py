@@ -295,7 +295,12 @@ def _chat(agent: Any, session: Any, view: Any, out: _Output, **options: Any) -> 
             continue
         if line in ("/exit", "/quit"):
             return code
-        result = _run_once(agent, line, session, view, out, **options)
+        try:
+            result = _run_once(agent, line, session, view, out, **options)
+        except KeyboardInterrupt:  # outside the turn's run (mostly while the client starts): the chat goes on
+            view.close()
+            console.print("[yellow](interrupted; /exit to leave)[/]")
+            continue
         if result.status == "interrupted":
             console.print("[yellow](interrupted; the turn was saved; /exit to leave)[/]")
         code = exit_code(result.status) if result.status != "interrupted" else EXIT_OK

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import time
@@ -356,3 +358,133 @@ def test_traces_closed_back_to_back_are_synced_together(tmp_path, monkeypatch):
     assert trace_mod.wait_for_syncs(timeout=10) is True
     assert time.monotonic() - started < 5
     assert len(synced) == 5
+
+
+_SYS = {"role": "system", "content": "sys"}
+
+
+class _FullOnce(io.RawIOBase):
+    """A raw file whose writes fail with ENOSPC while ``full`` is set (a disk that fills, then frees space)."""
+
+    def __init__(self, path):
+        self.f, self.full = open(path, "wb", buffering=0), False
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        if self.full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self.f.write(b)
+
+    def fileno(self):
+        return self.f.fileno()
+
+    def close(self):
+        self.f.close()
+        super().close()
+
+
+def test_a_flush_that_fails_once_does_not_shift_the_message_numbers(tmp_path):
+    """The line whose flush failed stays in Python's buffer and reaches the file with the next flush: its messages
+    take numbers in the file, so the writer must count them (or stop referring to numbers)."""
+    path = tmp_path / "r.jsonl"
+    writer = TraceWriter(path)
+    writer._file.close()
+    raw = _FullOnce(path)
+    writer._file = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", newline="\n")
+    conv = [_SYS, {"role": "user", "content": "task"}]
+    sent = []
+    for step in range(1, 5):
+        raw.full = step == 2
+        writer.write(ev.ModelRequest(step=step, style="native", messages=list(conv)))
+        sent.append((step, list(conv)))
+        conv += [{"role": "assistant", "content": f"a{step}"}, {"role": "tool", "content": f"r{step}"}]
+    raw.full = False
+    writer.close()
+    by_step = {e["step"]: e["messages"] for e in expand_requests(read_trace(path)) if e["type"] == "model_request"}
+    assert sorted(by_step) == [1, 2, 3, 4]  # step 2's line reached the file with step 3's flush
+    assert all(by_step[step] == messages for step, messages in sent)
+
+
+def test_a_message_without_canonical_json_loses_no_other_request(tmp_path):
+    """A message json.dumps(sort_keys=True) cannot encode (mixed key types) was written while the conversation
+    grew; a window then moves messages: requests that do not hold it must still be written, and rebuild."""
+    odd = {"role": "tool", "content": "r", 1: "x"}
+    conv = [_SYS, {"role": "user", "content": "t"}, {"role": "assistant", "content": "a1"}, odd,
+            {"role": "assistant", "content": "a2"}, {"role": "tool", "content": "r2"}]
+    with TraceWriter(tmp_path / "r.jsonl") as writer:
+        for step, messages in enumerate([conv[:4], conv, [_SYS] + conv[4:]], 1):
+            writer.write(ev.ModelRequest(step=step, style="native", messages=messages))
+    events = [e for e in expand_requests(read_trace(tmp_path / "r.jsonl")) if e["type"] == "model_request"]
+    assert [e["step"] for e in events] == [1, 2, 3]
+    assert events[2]["messages"] == [_SYS] + conv[4:]
+
+
+def test_traces_written_by_many_threads_rebuild_and_are_all_synced(tmp_path):
+    """Many agents in threads (serve, batch) writing their own traces at once, with secrets, NaN and windows: every
+    request rebuilds (redacted), every file is fsynced and closed."""
+    import random
+    import threading
+
+    from thinkflow.run import trace as trace_mod
+
+    assert trace_mod.wait_for_syncs(timeout=10)
+    sent: dict[str, list] = {}
+    errors: list = []
+
+    def agent(k: int) -> None:
+        rng = random.Random(k)
+        for run in range(6):
+            name = f"a{k}-{run}"
+            conv = [{"role": "system", "content": f"sys {k % 3}"}, {"role": "user", "content": f"task {run}"}]
+            requests = []
+            with TraceWriter(tmp_path / f"{name}.jsonl", secrets=["sk-secret-123"]) as w:
+                for step in range(rng.randint(1, 12)):
+                    requests.append(list(conv))
+                    w.write(ev.ModelRequest(step=step, style="native", messages=list(conv),
+                                            tools=[{"type": "function", "function": {"name": "t"}}]))
+                    w.write(ev.RunWarning(f"nan {float('nan')} sk-secret-123", code="x", step=step))
+                    conv += [{"role": "assistant", "content": f"a{step} {rng.random()}"},
+                             {"role": "tool", "content": rng.choice(["same", "same", f"r{step}", "sk-secret-123"])}]
+                    if rng.random() < 0.3:  # a window drops the oldest turn
+                        conv = conv[:1] + conv[3:]
+                if w.error:
+                    errors.append(w.error)
+            sent[name] = requests
+
+    threads = [threading.Thread(target=agent, args=(k,)) for k in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert trace_mod.wait_for_syncs(timeout=10) is True
+    assert errors == [] and trace_mod._pending == 0
+    for name, requests in sent.items():
+        events = expand_requests(read_trace(tmp_path / f"{name}.jsonl"))
+        got = [e["messages"] for e in events if e["type"] == "model_request"]
+        redacted = [[{**m, "content": m["content"].replace("sk-secret-123", "***")} for m in r]
+                    for r in requests]
+        assert got == redacted, name
+
+
+def test_a_steady_stream_of_closed_traces_does_not_hold_the_first_back(tmp_path, monkeypatch):
+    """The gathering window runs from the first trace of a round: traces closing every 0.1 s, each within the window
+    of the one before, do not keep the first unsynced until the stream stops."""
+    from thinkflow.run import trace as trace_mod
+
+    assert trace_mod.wait_for_syncs(timeout=10)
+    monkeypatch.setattr(trace_mod, "SYNC_GATHER_S", 0.5)
+    monkeypatch.setattr(trace_mod, "SYNC_BATCH", 1000)  # only the window ends a round
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(trace_mod.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    closed = 0
+    while not synced and closed < 100:  # 10 s of closes at most
+        with TraceWriter(tmp_path / f"r{closed}.jsonl") as writer:
+            writer.write(ev.RunWarning("w", code="x", step=1))
+        closed += 1
+        time.sleep(0.1)
+    assert synced, "no trace was synced while traces kept closing"
+    assert closed < 100
+    assert trace_mod.wait_for_syncs(timeout=10)

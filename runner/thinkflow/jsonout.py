@@ -62,7 +62,7 @@ third of the time of a short trace line. An encoder holds no state between calls
 
 def _encoder(default: Callable[[Any], Any] | None, options: dict[str, Any]) -> json.JSONEncoder:
     try:
-        key = (default, *sorted(options.items()))
+        key = (default, *((name, type(value), value) for name, value in sorted(options.items())))  # 1.0 != 1 here
         encoder = _ENCODERS.get(key)
     except TypeError:  # an unhashable option value (a list for separators): no reuse
         key, encoder = None, None

@@ -87,7 +87,9 @@ class TraceWriter:
         operating system, so a crash or ``kill -9`` of this process keeps every line written before the run's last
         wait; the few lines of the milliseconds since are in Python's buffer. The file is fsynced after the run
         closes it (fsync per line would cost more than the loop itself, see bench/RESULTS.md). Write errors are
-        swallowed after the first (a full disk must not end the run); see :attr:`error`."""
+        swallowed after the first (a full disk must not end the run); see :attr:`error`. After a failed write the
+        file may or may not hold that line, so later model requests are written whole, without references to
+        earlier lines' messages (:meth:`~thinkflow.run.trace_requests._RequestLog.stop_referring`)."""
         file = self._file  # one read: a close() in another thread may clear it meanwhile
         if file is None:
             return
@@ -97,23 +99,28 @@ class TraceWriter:
             line = jsonout.dumps(data, default=_default, ensure_ascii=False)
             if any(secret in line for secret in self._escaped):  # rare: redact the structure, then re-encode
                 line = jsonout.dumps(self.redact(json.loads(line)), ensure_ascii=False)
+        except (ValueError, TypeError, RecursionError) as error:  # nothing written: the numbers stay as they were
+            self.error = error
+            return
+        try:
             file.write(line + "\n")
+            if commit is not None:
+                commit()
             kind = data.get("type")
             if kind == "subagent_event" and isinstance(data.get("event"), dict):
                 kind = data["event"].get("type")
             if kind in FLUSH_AFTER:
                 file.flush()
-        except (OSError, ValueError, TypeError, RecursionError) as error:
+        except (OSError, ValueError, UnicodeError) as error:  # a full disk: the line may reach the file or not
             self.error = error
-            return
-        if commit is not None:
-            commit()
+            self._requests.stop_referring()
 
     def close(self) -> None:
         """Flush the file, then hand its fsync and close to one background thread (idempotent). The lines are in the
         operating system's hands when this returns (a reader sees them all, a crash of this process loses none);
         the fsync, for a power loss, costs milliseconds on a journaling file system (ext4 here) that the run need
-        not wait for, and traces that close within :data:`SYNC_GATHER_S` of each other are synced together.
+        not wait for, and traces that close within :data:`SYNC_GATHER_S` of the first of a round are synced
+        together.
         :func:`wait_for_syncs` waits for them; it runs at interpreter exit and before ``thinkflow-run``'s fast
         exit."""
         file, self._file = self._file, None
@@ -136,10 +143,11 @@ _SYNCED = threading.Condition()
 _to_sync: queue.SimpleQueue = queue.SimpleQueue()
 _pending = 0  # traces handed over whose fsync has not finished
 _syncer: threading.Thread | None = None
-_hurry = threading.Event()  # set by wait_for_syncs: sync what is queued now, without gathering more
+_waiters = 0  # wait_for_syncs calls under way: the syncing thread syncs what is queued, without gathering more
 
 SYNC_GATHER_S = 0.25
-"""Seconds the syncing thread waits for more closed traces before it syncs the ones it holds (at most
+"""Seconds from the first closed trace of a round during which the syncing thread gathers more before it syncs the
+ones it holds (at most
 :data:`SYNC_BATCH`). Runs that end back to back (a batch, a server, a benchmark) then share the file system's
 journal commits: on ext4 (data=ordered) the first fsync commits the journal with every file written since, and the
 fsyncs after it find little left to do. Synced one by one as each run closed, they cost about 0.6 ms of CPU a run
@@ -174,9 +182,13 @@ _WAKE = object()
 def _sync_forever() -> None:
     while True:
         files = [_to_sync.get()]
-        while len(files) < SYNC_BATCH and files[-1] is not _WAKE and not _hurry.is_set():
+        deadline = time.monotonic() + SYNC_GATHER_S
+        while len(files) < SYNC_BATCH and files[-1] is not _WAKE and not _waiters:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
             try:
-                files.append(_to_sync.get(timeout=SYNC_GATHER_S))
+                files.append(_to_sync.get(timeout=left))
             except queue.Empty:
                 break
         while len(files) < SYNC_BATCH:  # what is queued already joins this round
@@ -209,14 +221,15 @@ def _sync_and_close(file: Any) -> None:
 def wait_for_syncs(timeout: float = 10.0) -> bool:
     """Wait up to ``timeout`` seconds until every trace closed so far is fsynced and closed (the syncing thread
     stops gathering more); True when none is left pending."""
-    _hurry.set()
-    try:
-        with _SYNCED:
+    global _waiters
+    with _SYNCED:
+        _waiters += 1
+        try:
             if _pending and _syncer is not None:
                 _to_sync.put(_WAKE)
             return _SYNCED.wait_for(lambda: _pending == 0, timeout)
-    finally:
-        _hurry.clear()
+        finally:
+            _waiters -= 1
 
 
 atexit.register(wait_for_syncs)

@@ -24,9 +24,14 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
-def _canonical(message: Any) -> str:
-    """A message's canonical JSON (sorted keys): the key under which :class:`_RequestLog` finds it again."""
-    return json.dumps(message, sort_keys=True, default=_default, ensure_ascii=False)
+def _canonical(message: Any) -> str | None:
+    """A message's canonical JSON (sorted keys): the key under which :class:`_RequestLog` finds it again; None for
+    a message that has none (keys that cannot be sorted together, an integer too long to print, a cycle): such a
+    message is written again wherever it is not at its previous place."""
+    try:
+        return json.dumps(message, sort_keys=True, default=_default, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 class _RequestLog:
@@ -43,6 +48,7 @@ class _RequestLog:
     def __init__(self) -> None:
         self.written: list[Any] = []  # every message written, by number
         self.index: dict[str, int] | None = None  # canonical JSON -> number; built on the first lookup
+        self.broken = False  # a write failed: the file may hold a line whose numbers were not counted
         self.tools: dict[str, int] = {}
         self.previous: dict[str, list[tuple[Any, int]]] = {}
         self.previous_tools: dict[str, tuple[list[Any], str, int]] = {}
@@ -50,16 +56,30 @@ class _RequestLog:
     def _lookup(self, key: str, added: dict[str, int], new: list[Any]) -> int:
         """The number of the message whose canonical JSON is ``key`` (written, or new in this request), or -1."""
         if self.index is None:
-            self.index = {}
+            index: dict[str, int] = {}
             for number, message in enumerate(self.written):
-                self.index.setdefault(_canonical(message), number)
+                canonical = _canonical(message)
+                if canonical is not None:
+                    index.setdefault(canonical, number)
             for offset, message in enumerate(new):
-                added.setdefault(_canonical(message), len(self.written) + offset)
+                canonical = _canonical(message)
+                if canonical is not None:
+                    added.setdefault(canonical, len(self.written) + offset)
+            self.index = index
         return self.index.get(key, added.get(key, -1))
+
+    def stop_referring(self) -> None:
+        """After a failed write: the file may or may not hold the line that failed (a flush can fail after the line
+        was buffered, and the buffer reach the file later), so a number counted from here could name another
+        message. Every later request is written whole (``messages``, ``tools``), as traces before this encoding
+        were; the reader takes both."""
+        self.broken = True
 
     def encode(self, data: dict[str, Any], stream: str) -> tuple[dict[str, Any], Callable[[], None]]:
         """``data`` (a model_request dict) with ``messages``/``tools`` replaced by ``parts``/``tools_id`` (and
         ``tools`` when new), and the commit to call once its line is written."""
+        if self.broken:
+            return data, lambda: None
         messages = list(data.get("messages") or [])
         previous = self.previous.get(stream, [])
         added: dict[str, int] = {}  # canonical JSON -> number, of this request's new messages (once indexing)
@@ -70,12 +90,8 @@ class _RequestLog:
             if i < len(previous) and previous[i][0] == message:
                 number = previous[i][1]
             else:
-                key = None
-                if i < len(previous) or self.index is not None:
-                    key = _canonical(message)
-                    number = self._lookup(key, added, new)
-                else:
-                    number = -1
+                key = _canonical(message) if i < len(previous) or self.index is not None else None
+                number = self._lookup(key, added, new) if key is not None else -1
                 if number < 0:
                     number = len(self.written) + len(new)
                     if key is not None:

@@ -119,8 +119,7 @@ class TraceWriter:
         """Flush the file, then hand its fsync and close to one background thread (idempotent). The lines are in the
         operating system's hands when this returns (a reader sees them all, a crash of this process loses none);
         the fsync, for a power loss, costs milliseconds on a journaling file system (ext4 here) that the run need
-        not wait for, and traces that close within :data:`SYNC_GATHER_S` of the first of a round are synced
-        together.
+        not wait for; traces that close within :data:`SYNC_GATHER_S` of the first of a round are synced together.
         :func:`wait_for_syncs` waits for them; it runs at interpreter exit and before ``thinkflow-run``'s fast
         exit."""
         file, self._file = self._file, None
@@ -146,12 +145,11 @@ _syncer: threading.Thread | None = None
 _waiters = 0  # wait_for_syncs calls under way: the syncing thread syncs what is queued, without gathering more
 
 SYNC_GATHER_S = 0.25
-"""Seconds from the first closed trace of a round during which the syncing thread gathers more before it syncs the
-ones it holds (at most
-:data:`SYNC_BATCH`). Runs that end back to back (a batch, a server, a benchmark) then share the file system's
-journal commits: on ext4 (data=ordered) the first fsync commits the journal with every file written since, and the
-fsyncs after it find little left to do. Synced one by one as each run closed, they cost about 0.6 ms of CPU a run
-on this project's machines (bench/RESULTS.md, the loop)."""
+"""Seconds from the first closed trace of a round during which the syncing thread gathers more (at most
+:data:`SYNC_BATCH`) before it syncs the ones it holds. Runs that end back to back (a batch, a server, a benchmark)
+then share the file system's journal commits: on ext4 (data=ordered) the first fsync commits the journal with
+every file written since, and the fsyncs after it find little left to do. Synced one by one as each run closed,
+they cost about 0.6 ms of CPU a run on this project's machines (bench/RESULTS.md, the loop)."""
 
 SYNC_BATCH = 64
 """Most traces held open for one round of fsyncs."""

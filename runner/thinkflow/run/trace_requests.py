@@ -41,8 +41,9 @@ class _RequestLog:
     sub-agent) is matched by equality, without serialising it, and a message past the previous request's end is
     new: a conversation that only grows never pays for more. Only a message that moved (short-term memory dropped
     or summarised turns before it) is looked up by its canonical JSON, in an index of every message written that is
-    built on the first such lookup and kept from then on. Numbers are committed only once the line is written, so a
-    failed write never leaves a reference to a message the file does not hold.
+    built on the first such lookup and kept from then on. Numbers are committed once the line is handed to the file;
+    after a write that failed (the file may hold the line or not) no later request refers to earlier messages
+    (:meth:`stop_referring`), so no reference can name a message the file does not hold at that number.
     """
 
     def __init__(self) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -117,6 +118,10 @@ def _tokens(bodies: list[dict]) -> list[int]:
     return [count_request(b) for b in bodies]
 
 
+TRACES = WORK / "loop" / "runs"
+"""Where the ThinkFlow implementations write their run traces (bench/peers/thinkflow_agent.py)."""
+
+
 def run(rounds: int = 64, runs: int = 2, warmup: int = 2, growth_steps: int = 30, tiny: bool = False,
         with_peers: bool | None = None) -> dict:
     """Measure; returns the result dict that :func:`markdown` renders.
@@ -128,6 +133,9 @@ def run(rounds: int = 64, runs: int = 2, warmup: int = 2, growth_steps: int = 30
         tiny: one run of a 3-step task for the project-venv implementations only (the smoke test).
         with_peers: include the peers' venv implementations (default: when bench/.venv-peers exists, not tiny).
     """
+    # the traces of earlier benchmark runs (one file per run, a few hundred a full run; nobody reads them): a folder of
+    # tens of thousands of files is disk clutter and not the folder a user's runs write to
+    shutil.rmtree(TRACES, ignore_errors=True)
     if tiny:
         rounds, runs, warmup, growth_steps = 1, 1, 0, 0
     if with_peers is None:

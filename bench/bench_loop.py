@@ -31,11 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent / "peers")]
 
 from common import (BENCH, PEERS_PY, ROOT, WORK, ServerProcess, fmt_range, median_ci,  # noqa: E402
                     offline_env, project_python, summary)
 from tokens import count_parts, count_request  # noqa: E402
+
+import thinkflow_agent  # noqa: E402 - peers/: where its runs write their traces
 
 BASELINE = "bare_litellm"
 
@@ -118,10 +120,6 @@ def _tokens(bodies: list[dict]) -> list[int]:
     return [count_request(b) for b in bodies]
 
 
-TRACES = WORK / "loop" / "runs"
-"""Where the ThinkFlow implementations write their run traces (bench/peers/thinkflow_agent.py)."""
-
-
 def run(rounds: int = 64, runs: int = 2, warmup: int = 2, growth_steps: int = 30, tiny: bool = False,
         with_peers: bool | None = None) -> dict:
     """Measure; returns the result dict that :func:`markdown` renders.
@@ -135,7 +133,7 @@ def run(rounds: int = 64, runs: int = 2, warmup: int = 2, growth_steps: int = 30
     """
     # the traces of earlier benchmark runs (one file per run, a few hundred a full run; nobody reads them): a folder of
     # tens of thousands of files is disk clutter and not the folder a user's runs write to
-    shutil.rmtree(TRACES, ignore_errors=True)
+    shutil.rmtree(thinkflow_agent.TRACES, ignore_errors=True)
     if tiny:
         rounds, runs, warmup, growth_steps = 1, 1, 0, 0
     if with_peers is None:

@@ -276,6 +276,37 @@ def test_streamed_pieces_and_the_reply_are_valid_unicode(openai_server):
     assert pieces == ["ab\ufffd", "cd"] and reply.text == "ab\ufffdcd"
 
 
+def test_a_stream_past_its_deadline_stops_with_a_timeout_and_is_closed():
+    """model/streaming.read_stream: pieces already read were handed on; the deadline ends the reading with
+    ModelTimeoutError naming the model and its timeout; the stream is closed either way."""
+    import time
+    from types import SimpleNamespace
+
+    from thinkflow.errors import ModelTimeoutError
+    from thinkflow.model.streaming import read_stream
+
+    class Stream:
+        closed = False
+
+        def __iter__(self):
+            for text in ("ab", None, "cd"):
+                yield SimpleNamespace(choices=[SimpleNamespace(delta=SimpleNamespace(content=text))])
+
+        def close(self):
+            self.closed = True
+
+    pieces: list[str] = []
+    whole = Stream()
+    assert len(read_stream(whole, pieces.append, deadline=time.perf_counter() + 60, model="m", timeout=60)) == 3
+    assert pieces == ["ab", "cd"] and whole.closed
+    pieces.clear()
+    late = Stream()
+    expected = r"^m timed out after 0.5 s \(streaming\) \(raise model\.timeout \(seconds\) in the agent spec\)$"
+    with pytest.raises(ModelTimeoutError, match=expected):
+        read_stream(late, pieces.append, deadline=time.perf_counter() - 1, model="m", timeout=0.5)
+    assert pieces == ["ab"] and late.closed
+
+
 def test_streaming_from_ollama(ollama_server):
     ollama_server.push(stream("abcdef", chunk=2, usage=(5, 3)))
     client = LiteLLMClient(ModelSpec(name="ollama_chat/qwen", api_base=ollama_server.url, timeout=10))

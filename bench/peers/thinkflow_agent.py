@@ -20,6 +20,8 @@ sys.path.insert(0, str(HERE.parent))
 from common import WORK as _WORK  # noqa: E402
 
 WORK = _WORK / "loop"
+TRACES = WORK / "runs"
+"""The run traces of the benchmark's ThinkFlow runs (bench_loop.py clears it before it starts)."""
 
 TOOLS_YAML = """\
 version: 1
@@ -68,7 +70,7 @@ def write_agent(url: str, folder: Path | None = None, **options) -> Path:
 
 def make(url: str, max_steps: int = 50, window: int | None = None, trace: bool = True) -> Callable[[str], str]:
     """Build the agent once; the returned callable runs the task with ``loop.run`` (a JSONL trace per run under
-    ``bench/.work/loop/runs`` when ``trace``, as the CLI writes one) and returns the final answer."""
+    ``TRACES`` when ``trace``, as the CLI writes one) and returns the final answer."""
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
     from thinkflow import agent as tf_agent
@@ -79,7 +81,7 @@ def make(url: str, max_steps: int = 50, window: int | None = None, trace: bool =
     agent = tf_agent.build(loader.load_agent(path))
 
     def run(task: str) -> str:
-        result = loop.run(agent, task, trace_dir=WORK / "runs", write_trace=trace)
+        result = loop.run(agent, task, trace_dir=TRACES, write_trace=trace)
         return str(getattr(result, "answer", result))
 
     return run

@@ -41,7 +41,8 @@ from typing import Any, Callable, Protocol, Sequence
 from thinkflow.errors import AuthenticationError, ModelError, ModelTimeoutError
 from thinkflow.model.messages import Message, ModelReply, Usage
 from thinkflow.model.error_map import bare_message, is_provider_error, map_error, retry_delay, retryable
-from thinkflow.model.replies import delta_text, message_dict, normalise_reply, wire_messages
+from thinkflow.model.replies import message_dict, normalise_reply, wire_messages
+from thinkflow.model.streaming import read_stream
 from thinkflow.model.providers import (
     OLLAMA_PROVIDERS,
     OPENAI_KEY_VAR,
@@ -353,28 +354,13 @@ class LiteLLMClient:
         else:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
-            chunks = []
-            deadline = t0 + timeout
-            stream = litellm.completion(**kwargs)
-            try:
-                for chunk in stream:
-                    chunks.append(chunk)
-                    piece = delta_text(chunk)
-                    if piece:
-                        streamed[0] = True
-                        on_text(piece)
-                    if time.perf_counter() > deadline:
-                        raise ModelTimeoutError(
-                            f"{route.name} timed out after {timeout:g} s (streaming)", model=route.name,
-                            hint="raise model.timeout (seconds) in the agent spec")
-            finally:
-                close = getattr(stream, "close", None) or getattr(getattr(stream, "completion_stream", None),
-                                                                   "close", None)
-                if callable(close):
-                    try:
-                        close()
-                    except Exception:
-                        pass
+
+            def on_piece(piece: str) -> None:
+                streamed[0] = True  # text reached the user: a failure after this is not retried
+                on_text(piece)
+
+            chunks = read_stream(litellm.completion(**kwargs), on_piece, deadline=t0 + timeout, model=route.name,
+                                 timeout=timeout)
             response = litellm.stream_chunk_builder(chunks, messages=msgs) if chunks else None
         latency = time.perf_counter() - t0
         return normalise_reply(response, model=route.name, local=route.local, latency=latency)

@@ -42,16 +42,6 @@ def wire_messages(msgs: Sequence[dict[str, Any]], provider: str) -> list[dict[st
     return out
 
 
-def delta_text(chunk: Any) -> str:
-    """The text piece of one streamed chunk ("" when it carries none)."""
-    choices = getattr(chunk, "choices", None) or []
-    if not choices:
-        return ""
-    delta = getattr(choices[0], "delta", None)
-    content = getattr(delta, "content", None) if delta is not None else None
-    return valid_unicode(content) if isinstance(content, str) else ""
-
-
 def content_text(content: Any) -> str:
     """Message content as a string: None -> "", whitespace-only -> "", a list of parts -> their texts joined."""
     if content is None:

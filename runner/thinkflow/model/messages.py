@@ -168,7 +168,8 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
 
     Accepts a dict; None, "" or whitespace (-> ``{}``); a JSON object string; a JSON string holding a JSON object
     string (double-encoded); and near-JSON that ``json_repair`` can fix (single quotes, Python ``None``/``True``,
-    trailing commas, unquoted keys). Raises :class:`ArgumentsError` with the decoder's message when the result is
+    trailing commas, unquoted keys). Two objects back to back (``{"a": 1}{"a": 2}``, calls glued together) are
+    refused, not merged or cut to one. Raises :class:`ArgumentsError` with the decoder's message when the result is
     not a JSON object; never returns the raw string in place of arguments. Arguments cut off before their end (an
     unterminated string, an object still open) are refused as truncated, never repaired into a shorter value;
     arguments nested deeper than :data:`~thinkflow.model.json_limits.MAX_DEPTH` levels are refused (no
@@ -221,6 +222,10 @@ def _repair(text: str, strict_error: json.JSONDecodeError) -> Any:
         raise ArgumentsError(f"arguments are {json_limits.NestingError()}; send them with less nesting")
     if end is None:  # near-JSON cut off mid-value: a repair would invent the rest (a shorter string, a missing key)
         raise truncated
+    if stripped[0] == "{" and stripped[end:].lstrip(", \t\r\n").startswith("{"):
+        # '{"a": 1}{"a": 2}': two calls' arguments glued into one (json_repair would keep the last object)
+        raise ArgumentsError(f"arguments hold more than one JSON object ({where}); send one object with all of the "
+                             "call's arguments, and one call per object")
     import json_repair
 
     try:

@@ -2,10 +2,14 @@
 
 import sys
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from thinkflow.config.spec import AgentSpec, ToolRef, ToolSpec
 from thinkflow.cli.approval import choose_approver, terminal_approver
 from thinkflow.tools import Toolbox, auto_approver, builtin_specs
 from thinkflow.tools.toolbox import build_tool
+from thinkflow.tools.validation import whole_numbers
 
 SHELL_PARAMS = {"type": "object", "properties": {"command": {"type": "string"},
                                                  "files": {"type": "array", "items": {"type": "string"}}},
@@ -142,3 +146,44 @@ def test_secrets_redacted_and_tool_crash_is_an_observation(tmp_path):
     assert result.text == "RuntimeError: password *** leaked"
     assert "hunter2" not in result.data["traceback"]
     assert set(result.data) >= {"duration_s", "bytes", "truncated"}
+
+
+# --- whole numbers where a parameter says integer -----------------------------------------------------------------
+
+def test_a_whole_float_reaches_a_shell_tool_as_an_integer(tmp_path):
+    """JSON Schema counts 10.0 as an integer; the command line must then say 10, not 10.0."""
+    params = {"type": "object", "properties": {"count": {"type": "integer"}, "scale": {"type": "number"},
+                                               "ids": {"type": "array", "items": {"type": "integer"}}},
+              "required": ["count"]}
+    spec = ToolSpec(name="echo", description="d", kind="shell", parameters=params,
+                    command=(sys.executable, "-c", "import sys; print(' '.join(sys.argv[1:]))", "{count}", "{scale}",
+                             "{ids}"))
+    box = Toolbox({"echo": build_tool(spec, tmp_path)})
+    result = box.call("echo", {"count": 10.0, "scale": 2.0, "ids": [1.0, 2]})
+    assert (result.status, result.text.strip()) == ("ok", "10 2.0 1 2")
+    assert box.call("echo", {"count": 10.5}).status == "invalid"
+
+
+_SCHEMA = {"type": "object", "properties": {
+    "n": {"type": "integer"}, "x": {"type": "number"}, "either": {"type": ["integer", "null"]},
+    "ns": {"type": "array", "items": {"type": "integer"}},
+    "inner": {"type": "object", "properties": {"m": {"type": "integer"}}}}}
+_NUMBER = st.one_of(st.integers(-10**9, 10**9), st.floats(allow_nan=False, allow_infinity=False, width=32))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({}, optional={"n": _NUMBER, "x": _NUMBER, "either": st.one_of(st.none(), _NUMBER),
+                                           "ns": st.lists(_NUMBER, max_size=4),
+                                           "inner": st.fixed_dictionaries({}, optional={"m": _NUMBER}),
+                                           "extra": _NUMBER}))
+def test_whole_numbers_changes_only_integral_floats_of_integer_parameters(arguments):
+    out = whole_numbers(_SCHEMA, arguments)
+    assert out == arguments  # equal values: 10.0 == 10
+    integer_places = [(out.get("n"), arguments.get("n")), (out.get("either"), arguments.get("either")),
+                      *zip(out.get("ns", []), arguments.get("ns", [])),
+                      (out.get("inner", {}).get("m"), arguments.get("inner", {}).get("m"))]
+    for new, old in integer_places:
+        whole = isinstance(old, float) and old.is_integer()
+        assert type(new) is (int if whole else type(old))
+    for key in ("x", "extra"):  # not integer parameters: untouched
+        assert type(out.get(key)) is type(arguments.get(key))

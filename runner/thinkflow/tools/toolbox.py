@@ -4,7 +4,8 @@
 "invalid", naming the known tools and the closest); for a tool with ``lenient_arguments`` (the data
 built-ins), drops optional arguments that are empty, unknown or (the refining ones) invalid, noting it in the
 observation (:func:`~thinkflow.tools.validation.drop_bad_optionals`); validates the arguments against the JSON Schema (failure ->
-"invalid", the tool does not run); applies the agent's ``allow``/``deny`` rules and a tool's own ``rules`` (an
+"invalid", the tool does not run) and makes a whole float an ``int`` where the schema says integer
+(:func:`~thinkflow.tools.validation.whole_numbers`); applies the agent's ``allow``/``deny`` rules and a tool's own ``rules`` (an
 MCP server's per-tool entry) (-> "denied"); asks the approver
 for ``confirm`` tools (none -> "denied": "needs approval: run with --yes or in a terminal"); runs the tool;
 redacts the tool's secrets; and makes sure ``data`` has ``duration_s``, ``bytes`` and ``truncated``.
@@ -29,7 +30,7 @@ from thinkflow.tools.http import HttpTool
 from thinkflow.tools.python import PythonTool, error_result
 from thinkflow.tools.shell import ShellTool
 from thinkflow.tools.templating import effective_arguments, value_text
-from thinkflow.tools.validation import check_arguments, drop_bad_optionals
+from thinkflow.tools.validation import check_arguments, drop_bad_optionals, whole_numbers
 
 NEEDS_APPROVAL = "needs approval: run with --yes or in a terminal"
 
@@ -250,6 +251,7 @@ class Toolbox:
                 arguments, problem = kept, None  # else the model hears of every problem of its call
         if problem is not None:
             return ToolResult("invalid", problem, base)
+        arguments = whole_numbers(parameters, arguments)
         ref = self._refs.get(name) or ToolRef(name=name)
         try:
             denied = check_rules(ref, arguments, parameters)

@@ -187,6 +187,31 @@ def check_arguments(name: str, parameters: dict[str, Any], arguments: Any) -> st
 _EMPTY = ("", "none", "null")
 
 
+def _integer_only(schema: Any) -> bool:
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    return kind == "integer" or (isinstance(kind, list) and "integer" in kind and "number" not in kind)
+
+
+def whole_numbers(schema: Any, value: Any) -> Any:
+    """``value`` (arguments that passed :func:`check_arguments`) with each float where ``schema`` asks for an
+    integer (``10.0``, which JSON Schema counts as an integer) made an ``int``: in object properties and array
+    items at any depth. A shell or HTTP tool would otherwise see ``10.0`` where its parameter says integer.
+    Returns ``value`` itself when nothing changes."""
+    if isinstance(value, float) and _integer_only(schema) and value.is_integer():
+        return int(value)
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
+        properties = schema["properties"]
+        changed = {key: whole_numbers(properties[key], item) for key, item in value.items() if key in properties}
+        changed = {key: item for key, item in changed.items() if item is not value[key]}
+        return {**value, **changed} if changed else value
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        items = [whole_numbers(schema["items"], item) for item in value]
+        return items if any(new is not old for new, old in zip(items, value)) else value
+    return value
+
+
 def _enum_match(value: Any, schema: Any, aliases: Mapping[str, str]) -> Any:
     """``value`` as the member of ``schema``'s enum it names ignoring case or through ``aliases`` (``"Average"``
     -> ``"mean"``); ``value`` itself when there is no enum or no such member."""

@@ -299,3 +299,22 @@ def test_max_cost_with_an_unknown_price_warns(cli, tmp_path, openai_server):
                                str(tmp_path / "o.jsonl"), "--max-cost", "0.0001", "-c", "1"])
     assert result.exit_code == 0, result.output
     assert result.output.count("the model's price is unknown, so --max-cost cannot be enforced") == 1
+
+
+def test_a_local_batch_imports_litellm_once_before_its_runs(cli, tmp_path, openai_server, monkeypatch):
+    """The runs are threads of this process: LiteLLM is imported up front, collector paused then frozen, as
+    thinkflow-run does (thinkflow/model/preload.py), not by the first run's thread."""
+    from thinkflow.batch import runner
+    from thinkflow.model import preload
+
+    calls: list[tuple[str, dict]] = []
+    monkeypatch.setattr(preload, "preload_litellm", lambda **kw: calls.append(("preload", kw)) or False)
+    real_submit = runner.LocalPool.submit
+    monkeypatch.setattr(runner.LocalPool, "submit",
+                        lambda self, *a: calls.append(("run", {})) or real_submit(self, *a))
+    openai_server.responder = adder
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": "t1", "task": "add 1 and 10"}])
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o",
+                               str(tmp_path / "out.jsonl"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert calls == [("preload", {"freeze": True, "background": False}), ("run", {})]

@@ -518,3 +518,27 @@ def test_deep_or_broken_unicode_bodies_are_400(live, model):
                            headers={"Content-Type": "application/json"})
     assert surrogate.status_code == 400 and "Unicode" in surrogate.json()["error"]["message"]
     assert model.requests == []
+
+
+def test_serve_imports_litellm_once_its_agents_are_built(tmp_path, scripted, monkeypatch):
+    """After the catalog (a broken config is refused without seconds of imports first), before serving: with the
+    collector paused, then frozen (thinkflow/model/preload.py), as thinkflow-run does."""
+    from click.testing import CliRunner
+
+    from thinkflow.cli import main
+    from thinkflow.model import preload
+    from thinkflow.serve import server
+
+    calls: list = []
+    monkeypatch.setattr(preload, "preload_litellm", lambda **kw: calls.append(("preload", kw)) or False)
+    monkeypatch.setattr(server, "serve", lambda *a, **kw: calls.append(("serve", {})))
+    agent_yaml(tmp_path / "agents.d", scripted.url)
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "agents.d"), "--port", "0"])
+    assert result.exit_code == 0, result.output
+    assert calls == [("preload", {"freeze": True, "background": False}), ("serve", {})]
+    bad = tmp_path / "bad.d"
+    bad.mkdir()
+    (bad / "broken.yaml").write_text("version: 1\nname: broken\nprompt: {text: hi}\ntools: [calculatr]\n")
+    calls.clear()
+    assert CliRunner().invoke(main, ["serve", str(bad), "--port", "0"]).exit_code == 3
+    assert calls == []

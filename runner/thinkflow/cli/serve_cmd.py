@@ -77,11 +77,12 @@ def serve(paths: tuple[str, ...], host: str, port: int, token_env: str, cors_ori
                            max_runs_per_agent=max_runs_per_agent, max_body_bytes=max_body_bytes,
                            max_task_chars=max_task_chars, run_timeout_s=run_timeout, approve_tools=approve_tools,
                            trace_dir=trace_dir, session_dir=session_dir, grace_s=grace)
+    from thinkflow.model.preload import preload_litellm
     from thinkflow.serve.catalog import load_catalog
     from thinkflow.tools.approval import auto_approver
 
     try:
-        catalog = load_catalog(paths, approver=auto_approver(True) if approve_tools else None)
+        catalog = load_catalog(paths, approver=auto_approver(True) if approve_tools else None, warm=False)
     except SpecError as error:
         bad = sorted({i.file for i in error.issues})
         for issue in error.issues:
@@ -94,6 +95,9 @@ def serve(paths: tuple[str, ...], host: str, port: int, token_env: str, cors_ori
         raise SystemExit(EXIT_CONFIG)
     if not len(catalog):
         raise click.UsageError(f"no agent files under {', '.join(paths)}")
+    # every served run calls LiteLLM: its seconds of imports now, not in the first request, with the collector
+    # paused, then gc.freeze() (thinkflow/model/preload.py)
+    preload_litellm(freeze=True, background=False)
     from thinkflow.serve.app import create_app
     from thinkflow.serve.manager import RunManager
     from thinkflow.serve.server import serve as run_server

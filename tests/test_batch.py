@@ -318,3 +318,24 @@ def test_a_local_batch_imports_litellm_once_before_its_runs(cli, tmp_path, opena
                                str(tmp_path / "out.jsonl"), "--quiet"])
     assert result.exit_code == 0, result.output
     assert calls == [("preload", {"freeze": True, "background": False}), ("run", {})]
+    calls.clear()  # again: every input is done, nothing runs, nothing is imported
+    again = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o",
+                              str(tmp_path / "out.jsonl"), "--quiet"])
+    assert again.exit_code == 0 and "no new runs" in again.output
+    assert calls == []
+
+
+@pytest.mark.parametrize("rerun_failed", [False, True])
+@pytest.mark.parametrize("statuses", [{}, {"a": "completed"}, {"a": "completed", "b": "max_steps"},
+                                      {"a": "model_error", "b": "completed"}, {"a": "completed", "b": "completed"}])
+def test_any_pending_agrees_with_pending_inputs_and_changes_nothing(tmp_path, statuses, rerun_failed):
+    from thinkflow.batch.inputs import BatchInput
+    from thinkflow.batch.results import ResultLog
+    from thinkflow.batch.runner import any_pending, pending_inputs
+
+    out = write_jsonl(tmp_path / "out.jsonl", [{"id": i, "status": s} for i, s in statuses.items()])
+    inputs = [BatchInput(id="a", task="t"), BatchInput(id="b", task="t")]
+    before = out.read_text()
+    answer = any_pending(inputs, ResultLog(out), rerun_failed=rerun_failed)
+    assert out.read_text() == before
+    assert answer == bool(pending_inputs(inputs, ResultLog(out), rerun_failed=rerun_failed))

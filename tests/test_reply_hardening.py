@@ -589,13 +589,32 @@ _JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.
 _ARGS = st.dictionaries(st.text(min_size=1, max_size=6), _JSON_LEAF, min_size=1, max_size=3)
 
 
-@settings(max_examples=200, deadline=None)
-@given(_ARGS, _ARGS, st.sampled_from(["", " ", "\n", ", "]))
+@settings(max_examples=300, deadline=None)
+@given(_ARGS, _ARGS, st.one_of(st.sampled_from(["", " ", "\n", ", ", ";", "<|tool_call_end|><|tool_call_begin|>",
+                                                "\x0c", "\u2028", "]", "}", "null", " and "]),
+                               st.text(max_size=12)))
 def test_two_argument_objects_back_to_back_are_refused(first, second, between):
     """Some servers glue two parallel calls' arguments into one string: running either object alone would be a
-    call the model did not make."""
+    call the model did not make. Whatever lies between them."""
     with pytest.raises(ArgumentsError, match="more than one JSON object"):
         decode_arguments(json.dumps(first) + between + json.dumps(second))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ARGS, st.lists(st.sampled_from(["{}", "{ }", " {}", "{},", "\n{}"]), min_size=1, max_size=4),
+       st.booleans())
+def test_empty_objects_around_the_arguments_are_ignored(arguments, empties, before):
+    """'{}{"location": "Boston"}': servers that stream "{}" before appending the real arguments (vLLM, llama-stack)."""
+    glue = "".join(empties)
+    text = glue + json.dumps(arguments) if before else json.dumps(arguments) + glue
+    assert decode_arguments(text) == arguments
+
+
+def test_empty_objects_and_long_spaces_stay_linear():
+    assert decode_arguments("{}" * 5_000 + '{"a": 1}') == {"a": 1}
+    assert decode_arguments('{"a": 1}' + " {}" * 3_000) == {"a": 1}
+    with pytest.raises(ArgumentsError):
+        decode_arguments('{"a": 1}' + " " * 200_000 + "{")
 
 
 def test_one_object_with_stray_text_after_it_is_still_read():

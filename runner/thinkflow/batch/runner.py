@@ -142,6 +142,12 @@ def default_concurrency(model: str) -> int:
     return 4
 
 
+def any_pending(inputs: Sequence[BatchInput], log: ResultLog, *, rerun_failed: bool) -> bool:
+    """True when :func:`pending_inputs` would return an input (without changing the results file)."""
+    return any(item.id not in log.records or (rerun_failed and log.records[item.id].get("status") != "completed")
+               for item in inputs)
+
+
 def pending_inputs(inputs: Sequence[BatchInput], log: ResultLog, *, rerun_failed: bool) -> list[BatchInput]:
     """The inputs still to run: every one without a result, plus, with ``rerun_failed``, those whose last result
     did not complete (their old lines are dropped from the file first). Inputs whose last result did not complete

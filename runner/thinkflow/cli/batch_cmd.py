@@ -125,11 +125,14 @@ def batch(agent_file: Path, inputs_file: Path, output: Path, task_template: str 
                                 resources=resources, working_dir=ray_working_dir)
             width = concurrency or pool.capacity
         else:
+            from thinkflow.batch.runner import any_pending
             from thinkflow.model.preload import preload_litellm
 
-            # every run in this process calls LiteLLM: import it once, with the collector paused, then
-            # gc.freeze() (thinkflow/model/preload.py), before the runs' threads start
-            preload_litellm(freeze=True, background=False)
+            if any_pending(inputs, log, rerun_failed=rerun_failed):
+                # every run in this process calls LiteLLM: import it once, with the collector paused, then
+                # gc.freeze() (thinkflow/model/preload.py), before the runs' threads start (not when every input
+                # is done already: seconds and ~180 MB for nothing)
+                preload_litellm(freeze=True, background=False)
             width = concurrency or default_concurrency(model or spec.model.name)
             pool = LocalPool(settings, width)
     except BatchError as error:

@@ -88,18 +88,23 @@ class ModelClient(Protocol):
 # --- building -------------------------------------------------------------------------------------------------------
 
 def request_timeout(left: float) -> float:
-    """``left`` seconds rounded up to a step of half its leading power of ten (0.5 s from 1 s, 5 s from 10 s,
-    50 s from 100 s...): at most 1.5 times ``left``, and few distinct values.
+    """``left`` seconds rounded up to a step of a tenth of its leading power of ten (0.1 s from 1 s, 1 s from 10 s,
+    10 s from 100 s...): at most 1.1 times ``left``, and one value per step. Below a millisecond and above 10**9 s
+    (or not finite), ``left`` itself.
 
     LiteLLM keys the OpenAI SDK clients it caches on their ``timeout`` (``get_openai_client_cache_key`` in
     ``litellm/llms/openai/common_utils.py``): a timeout that differs on every request (the exact time left before
     a run's deadline) builds a new client, with its own connection pool, for each request (0.6 ms more a request
-    against a local server, measured) and churns the cache.
+    against a local server, measured) and churns the cache. Rounded, requests made close together share one.
     """
-    if left <= 0:
+    if not 1e-3 <= left <= 1e9:  # also NaN
         return left
-    step = 10.0 ** math.floor(math.log10(left)) / 2
-    return math.ceil(left / step) * step
+    power = math.floor(math.log10(left)) - 1
+    if power >= 0:
+        step = 10 ** power
+        return float(math.ceil(left / step) * step)
+    scale = 10 ** -power
+    return math.ceil(left * scale) / scale
 
 
 def build_client(spec: ModelSpec, *, override: str | None = None,
@@ -240,9 +245,11 @@ class LiteLLMClient:
                 model supports (see module doc).
             stop: stop sequences added to ``spec.stop``.
             on_text: when given, the reply is streamed and ``on_text(chunk)`` is called as text arrives.
-            deadline: a :func:`time.monotonic` instant no request, retry wait or fallback may pass (the run's
-                timeout): each request's timeout is cut to the time left, and once it has passed the call raises
-                ModelTimeoutError. None: only ``spec.timeout`` per request.
+            deadline: a :func:`time.monotonic` instant no retry wait, fallback or streamed text may pass (the
+                run's timeout): each request's timeout is cut to the time left (rounded up by at most a tenth, see
+                :func:`request_timeout`; a run's caller abandons the call at the deadline itself), and once it has
+                passed the call raises ModelTimeoutError ("the run's time is up"). None: only ``spec.timeout`` per
+                request.
             tool_choice: OpenAI's ``tool_choice`` ("auto", "required", "none"), sent with ``tools``; None: not
                 sent (the provider's default, "auto"). "required" is not sent to the embedded model: its llama.cpp
                 server (xllamacpp) then lets Qwen2.5-Coder write the call as text and generate fences until
@@ -280,7 +287,8 @@ class LiteLLMClient:
             route = self._ready(route)
             timeout = self._time_left(route, deadline)
             try:
-                return self._call(route, msgs, tools, response_format, stop, on_text, streamed, timeout, tool_choice)
+                return self._call(route, msgs, tools, response_format, stop, on_text, streamed, timeout, tool_choice,
+                                  deadline)
             except ModelError:
                 raise
             except Exception as exc:
@@ -295,8 +303,9 @@ class LiteLLMClient:
 
     def _time_left(self, route: _Route, deadline: float | None) -> float:
         """The timeout of the next request in seconds: ``spec.timeout``, or when less is left before ``deadline``,
-        the time left rounded up to a coarse step (:func:`request_timeout`). The run's own deadline is held
-        exactly by its caller (:func:`thinkflow.run.model_worker.call_model`).
+        the time left rounded up by at most a tenth (:func:`request_timeout`). A streamed reply stops at
+        ``deadline`` itself (:meth:`_call`); a run's model call is abandoned at it by its caller
+        (:func:`thinkflow.run.model_worker.call_model`), which holds the deadline exactly.
 
         Raises ModelTimeoutError: the deadline has passed."""
         timeout = float(self.spec.timeout)
@@ -304,9 +313,13 @@ class LiteLLMClient:
             return timeout
         left = deadline - time.monotonic()
         if left <= 0:
-            raise ModelTimeoutError(f"{route.name}: the run's time is up", model=route.name,
-                                    hint="raise loop.timeout (seconds) in the agent spec")
+            raise self._run_over(route)
         return min(timeout, request_timeout(left))
+
+    @staticmethod
+    def _run_over(route: _Route) -> ModelTimeoutError:
+        return ModelTimeoutError(f"{route.name}: the run's time is up", model=route.name,
+                                 hint="raise loop.timeout (seconds) in the agent spec")
 
     def _kwargs(self, route: _Route, msgs: list[dict], tools: list[dict] | None, response_format: dict | None,
                 stop: Sequence[str], timeout: float) -> dict[str, Any]:
@@ -362,7 +375,7 @@ class LiteLLMClient:
 
     def _call(self, route: _Route, msgs: list[dict], tools: list[dict] | None, response_format: dict | None,
               stop: Sequence[str], on_text: Callable[[str], None] | None, streamed: list[bool],
-              timeout: float, tool_choice: str | None = None) -> ModelReply:
+              timeout: float, tool_choice: str | None = None, deadline: float | None = None) -> ModelReply:
         litellm = load_litellm()
         self._check_key(route)
         kwargs = self._kwargs(route, msgs, tools, response_format, stop, timeout)
@@ -379,8 +392,19 @@ class LiteLLMClient:
                 streamed[0] = True  # text reached the user: a failure after this is not retried
                 on_text(piece)
 
-            chunks = read_stream(litellm.completion(**kwargs), on_piece, deadline=t0 + timeout, model=route.name,
-                                 timeout=timeout)
+            # reading stops at the run's deadline itself, not at the request's timeout (rounded up, see
+            # request_timeout): no text may reach on_text after it
+            left = timeout if deadline is None else deadline - time.monotonic()
+            if left <= 0:  # LiteLLM's first use (its import) took the rest of the run's time
+                raise self._run_over(route)
+            stream = litellm.completion(**kwargs)
+            try:
+                chunks = read_stream(stream, on_piece, deadline=t0 + min(timeout, left), model=route.name,
+                                     timeout=timeout)
+            except ModelTimeoutError:
+                if left >= timeout:
+                    raise
+                raise self._run_over(route) from None
             response = litellm.stream_chunk_builder(chunks, messages=msgs) if chunks else None
         latency = time.perf_counter() - t0
         return normalise_reply(response, model=route.name, local=route.local, latency=latency)

@@ -168,8 +168,9 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
 
     Accepts a dict; None, "" or whitespace (-> ``{}``); a JSON object string; a JSON string holding a JSON object
     string (double-encoded); and near-JSON that ``json_repair`` can fix (single quotes, Python ``None``/``True``,
-    trailing commas, unquoted keys). Two objects back to back (``{"a": 1}{"a": 2}``, calls glued together) are
-    refused, not merged or cut to one. Raises :class:`ArgumentsError` with the decoder's message when the result is
+    trailing commas, unquoted keys). Two objects one after the other (``{"a": 1}{"a": 2}``, calls glued together,
+    whatever text lies between them) are refused, not merged or cut to one; empty objects before or after the
+    object (``{}{"a": 1}``: a server that streamed ``{}`` before the real arguments) are ignored. Raises :class:`ArgumentsError` with the decoder's message when the result is
     not a JSON object; never returns the raw string in place of arguments. Arguments cut off before their end (an
     unterminated string, an object still open) are refused as truncated, never repaired into a shorter value;
     arguments nested deeper than :data:`~thinkflow.model.json_limits.MAX_DEPTH` levels are refused (no
@@ -201,6 +202,23 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
     raise ArgumentsError(f"arguments must be a JSON object, got {type(value).__name__}")
 
 
+def _after_empty_objects(text: str, start: int = 0) -> int:
+    """The index in ``text`` after the empty JSON objects (``{} { },``) from ``start`` on, and the space and commas
+    between and after them; ``start`` when none is there. Linear in the span read."""
+    i = end = start
+    while True:
+        while i < len(text) and (text[i].isspace() or text[i] == ","):
+            i += 1
+        if i >= len(text) or text[i] != "{":
+            return i if end > start else start
+        j = i + 1
+        while j < len(text) and text[j].isspace():
+            j += 1
+        if j >= len(text) or text[j] != "}":
+            return i if end > start else start
+        i = end = j + 1
+
+
 def _repair(text: str, strict_error: json.JSONDecodeError) -> Any:
     """Repair near-JSON with json_repair; raise ArgumentsError quoting the strict decoder's error if it can't, if
     the text was cut off, nests too deeply or is too long to repair."""
@@ -209,6 +227,11 @@ def _repair(text: str, strict_error: json.JSONDecodeError) -> Any:
     stripped = text.strip()
     if not stripped.startswith(("{", "[", '"')):
         raise ArgumentsError(f"arguments are not JSON: {where}")
+    after = _after_empty_objects(stripped)
+    if after and stripped.startswith("{", after):
+        # '{}{"location": "Boston"}': a streamed call whose arguments began as "{}" before the real ones were
+        # appended (a known server bug, vLLM among others): the empty objects say nothing
+        return decode_arguments(stripped[after:])
     truncated = ArgumentsError(f"arguments are truncated JSON: {where}; the call was cut off, send the complete call")
     # The strict decoder reached the end of the text: inside a string ("Unterminated string") or a value still open.
     if strict_error.msg.startswith("Unterminated string") or strict_error.pos >= len(text.rstrip()):
@@ -222,8 +245,12 @@ def _repair(text: str, strict_error: json.JSONDecodeError) -> Any:
         raise ArgumentsError(f"arguments are {json_limits.NestingError()}; send them with less nesting")
     if end is None:  # near-JSON cut off mid-value: a repair would invent the rest (a shorter string, a missing key)
         raise truncated
-    if stripped[0] == "{" and stripped[end:].lstrip(", \t\r\n").startswith("{"):
-        # '{"a": 1}{"a": 2}': two calls' arguments glued into one (json_repair would keep the last object)
+    rest = stripped[end:]
+    if stripped[0] == "{" and "{" in rest:
+        if _after_empty_objects(rest) == len(rest):  # '{"a": 1} {}': the first object, and empty ones after it
+            return decode_arguments(stripped[:end])
+        # '{"a": 1}{"a": 2}', '{...}<|tool_call_end|>{...}': calls glued into one, whatever lies between them
+        # (json_repair would keep the last object: a call the model did not make)
         raise ArgumentsError(f"arguments hold more than one JSON object ({where}); send one object with all of the "
                              "call's arguments, and one call per object")
     import json_repair

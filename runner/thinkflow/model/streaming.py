@@ -26,7 +26,8 @@ def delta_text(chunk: Any) -> str:
 
 def read_stream(stream: Iterable[Any], on_text: Callable[[str], None], *, deadline: float, model: str,
                 timeout: float) -> list[Any]:
-    """Every chunk of ``stream``, in order, handing each non-empty text piece to ``on_text`` as it arrives.
+    """Every chunk of ``stream``, in order, handing each non-empty text piece to ``on_text`` as it arrives; none
+    that arrives after ``deadline``.
 
     Args:
         deadline: ``time.perf_counter()`` value after which reading stops.
@@ -37,13 +38,13 @@ def read_stream(stream: Iterable[Any], on_text: Callable[[str], None], *, deadli
     chunks: list[Any] = []
     try:
         for chunk in stream:
+            if time.perf_counter() > deadline:  # before the piece is handed on: none arrives after the deadline
+                raise ModelTimeoutError(f"{model} timed out after {timeout:g} s (streaming)", model=model,
+                                        hint="raise model.timeout (seconds) in the agent spec")
             chunks.append(chunk)
             piece = delta_text(chunk)
             if piece:
                 on_text(piece)
-            if time.perf_counter() > deadline:
-                raise ModelTimeoutError(f"{model} timed out after {timeout:g} s (streaming)", model=model,
-                                        hint="raise model.timeout (seconds) in the agent spec")
     finally:
         _close(stream)
     return chunks

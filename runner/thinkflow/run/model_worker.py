@@ -1,8 +1,9 @@
 """How the loop makes a model call it can abandon at the run's deadline, at the least cost per step.
 
-Each request's timeout is already cut to the time left (:meth:`thinkflow.model.client.LiteLLMClient.complete`), but
-httpx's timeouts bound each read, not the request: a model server that trickles bytes could hold a run past its
-deadline. Two ways keep the deadline total:
+Each request's timeout is already cut to about the time left (:meth:`thinkflow.model.client.LiteLLMClient.complete`:
+rounded up by at most a tenth, so that LiteLLM's cached HTTP clients are reused), but httpx's timeouts bound each
+read, not the request: a model server that trickles bytes could hold a run past its deadline. Two ways keep the
+deadline exact and total:
 
 * **In the main thread** (``thinkflow-run``, ``thinkflow test``, a script's own run), the call runs inline, bounded
   by a one-shot ``SIGALRM`` timer (:func:`signal.setitimer`, POSIX): at the deadline its handler raises

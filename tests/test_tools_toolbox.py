@@ -166,6 +166,8 @@ def test_a_whole_float_reaches_a_shell_tool_as_an_integer(tmp_path):
 
 _SCHEMA = {"type": "object", "properties": {
     "n": {"type": "integer"}, "x": {"type": "number"}, "either": {"type": ["integer", "null"]},
+    "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+    "loose": {"anyOf": [{"type": "integer"}, {"type": "number"}]},
     "ns": {"type": "array", "items": {"type": "integer"}},
     "inner": {"type": "object", "properties": {"m": {"type": "integer"}}}}}
 _NUMBER = st.one_of(st.integers(-10**9, 10**9), st.floats(allow_nan=False, allow_infinity=False, width=32))
@@ -173,6 +175,7 @@ _NUMBER = st.one_of(st.integers(-10**9, 10**9), st.floats(allow_nan=False, allow
 
 @settings(max_examples=300, deadline=None)
 @given(st.fixed_dictionaries({}, optional={"n": _NUMBER, "x": _NUMBER, "either": st.one_of(st.none(), _NUMBER),
+                                           "maybe": st.one_of(st.none(), _NUMBER), "loose": _NUMBER,
                                            "ns": st.lists(_NUMBER, max_size=4),
                                            "inner": st.fixed_dictionaries({}, optional={"m": _NUMBER}),
                                            "extra": _NUMBER}))
@@ -180,10 +183,11 @@ def test_whole_numbers_changes_only_integral_floats_of_integer_parameters(argume
     out = whole_numbers(_SCHEMA, arguments)
     assert out == arguments  # equal values: 10.0 == 10
     integer_places = [(out.get("n"), arguments.get("n")), (out.get("either"), arguments.get("either")),
+                      (out.get("maybe"), arguments.get("maybe")),
                       *zip(out.get("ns", []), arguments.get("ns", [])),
                       (out.get("inner", {}).get("m"), arguments.get("inner", {}).get("m"))]
     for new, old in integer_places:
         whole = isinstance(old, float) and old.is_integer()
         assert type(new) is (int if whole else type(old))
-    for key in ("x", "extra"):  # not integer parameters: untouched
+    for key in ("x", "loose", "extra"):  # not integer-only parameters: untouched
         assert type(out.get(key)) is type(arguments.get(key))

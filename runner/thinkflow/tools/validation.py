@@ -187,14 +187,30 @@ def check_arguments(name: str, parameters: dict[str, Any], arguments: Any) -> st
 _EMPTY = ("", "none", "null")
 
 
+def _types(schema: Any) -> set[str]:
+    """The JSON types a schema names: its ``type`` (a name or a list) and those of its ``anyOf``/``oneOf``
+    branches (``Optional[int]`` is ``anyOf: [{type: integer}, {type: null}]``)."""
+    if not isinstance(schema, dict):
+        return set()
+    kind = schema.get("type")
+    names = {kind} if isinstance(kind, str) else {k for k in kind if isinstance(k, str)} if isinstance(kind, list) \
+        else set()
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            for branch in schema[key]:
+                names |= _types(branch)
+    return names
+
+
 def _integer_only(schema: Any) -> bool:
-    kind = schema.get("type") if isinstance(schema, dict) else None
-    return kind == "integer" or (isinstance(kind, list) and "integer" in kind and "number" not in kind)
+    names = _types(schema)
+    return "integer" in names and "number" not in names
 
 
 def whole_numbers(schema: Any, value: Any) -> Any:
     """``value`` (arguments that passed :func:`check_arguments`) with each float where ``schema`` asks for an
-    integer (``10.0``, which JSON Schema counts as an integer) made an ``int``: in object properties and array
+    integer (``10.0``, which JSON Schema counts as an integer) made an ``int``: where the schema's types (``type``,
+    and those of ``anyOf``/``oneOf`` branches) include integer and not number, in object properties and array
     items at any depth. A shell or HTTP tool would otherwise see ``10.0`` where its parameter says integer.
     Returns ``value`` itself when nothing changes."""
     if isinstance(value, float) and _integer_only(schema) and value.is_integer():

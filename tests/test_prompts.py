@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from thinkflow.errors import PromptError
 from thinkflow.prompting.templates import RUNTIME_PROMPT_VARS, render, render_agent_prompt, render_builtin, template_variables
@@ -85,3 +87,23 @@ def test_text_style_prompts_list_each_tool_and_mark_optional_arguments_only_when
             "  a: The first number.\n- top(n?: integer): The first rows.\n  n: (default 5)\n") in with_optional
     no_tools = render_builtin(style, {**variables, "tools": []})
     assert "Tools" not in no_tools and "You have no tools" in no_tools
+
+
+# --- a prompt with no template syntax renders as itself, without Jinja -----------------------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200).filter(lambda t: "{" not in t))
+def test_plain_text_renders_exactly_as_jinja_renders_it(text):
+    from thinkflow.prompting.templates import environment
+
+    assert render(text, {"task": "t"}) == environment().from_string(text).render(task="t")
+
+
+def test_plain_text_over_the_output_limit_is_refused_as_a_template_is():
+    from thinkflow.prompting.templates import MAX_OUTPUT_CHARS
+
+    with pytest.raises(PromptError) as plain:
+        render("x" * (MAX_OUTPUT_CHARS + 1), {}, name="prompt.text")
+    with pytest.raises(PromptError) as templated:
+        render("{{ 'x' }}" + "x" * MAX_OUTPUT_CHARS, {}, name="prompt.text")
+    assert str(plain.value) == str(templated.value)

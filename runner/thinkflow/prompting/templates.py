@@ -187,12 +187,13 @@ def render(source: str, variables: dict[str, Any], *, name: str = _NAME) -> str:
     """
     from jinja2 import TemplateError
 
-    template = _compiled(source, name)
+    plain = "{" not in source and "\r" not in source  # no Jinja syntax, no newline to normalise: renders as itself
+    template = None if plain else _compiled(source, name)
     token = _BUDGET.set([MAX_LOOP_ITERATIONS])
     try:
         parts: list[str] = []
         size = 0
-        for chunk in template.generate(**variables):
+        for chunk in (source,) if template is None else template.generate(**variables):
             size += len(chunk)
             if size > MAX_OUTPUT_CHARS:
                 raise _limit(f"the rendered prompt is longer than {MAX_OUTPUT_CHARS} characters")

@@ -769,3 +769,20 @@ def test_a_streamed_reply_stops_at_the_run_s_deadline_itself():
         assert arrivals and max(arrivals) <= deadline
     finally:
         server.shutdown()
+
+
+def test_a_reply_later_than_the_run_s_deadline_is_the_run_s_timeout(openai_server):
+    """The request's timeout was the run's time left: its timeout says so (loop.timeout), not model.timeout."""
+    import time as clock
+
+    openai_server.push(text("late", delay=3.0))
+    client, _ = openai_client(openai_server, timeout=20.0, num_retries=0)
+    with pytest.raises(ModelTimeoutError) as info:
+        client.complete(HISTORY, deadline=clock.monotonic() + 1.05)
+    assert str(info.value).startswith("openai/test: the run's time is up")
+    assert info.value.hint == "raise loop.timeout (seconds) in the agent spec"
+    openai_server.push(text("late", delay=3.0))
+    client, _ = openai_client(openai_server, timeout=0.5, num_retries=0)  # model.timeout the tighter: its error
+    with pytest.raises(ModelTimeoutError) as info:
+        client.complete(HISTORY, deadline=clock.monotonic() + 30)
+    assert str(info.value).startswith("openai/test timed out after 0.5 s")

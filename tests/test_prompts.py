@@ -107,3 +107,8 @@ def test_plain_text_over_the_output_limit_is_refused_as_a_template_is():
     with pytest.raises(PromptError) as templated:
         render("{{ 'x' }}" + "x" * MAX_OUTPUT_CHARS, {}, name="prompt.text")
     assert str(plain.value) == str(templated.value)
+
+
+def test_a_variable_named_self_does_not_break_rendering():
+    """Variables reach Jinja as one dict: a ``self`` var (Template.generate's own parameter name) raised TypeError."""
+    assert render("{{ task }}", {"self": "me", "task": "t"}) == "t"

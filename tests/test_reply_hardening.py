@@ -596,7 +596,7 @@ _ARGS = st.dictionaries(st.text(min_size=1, max_size=6), _JSON_LEAF, min_size=1,
 def test_two_argument_objects_back_to_back_are_refused(first, second, between):
     """Some servers glue two parallel calls' arguments into one string: running either object alone would be a
     call the model did not make. Whatever lies between them."""
-    with pytest.raises(ArgumentsError, match="more than one JSON object"):
+    with pytest.raises(ArgumentsError, match="more than one JSON value"):
         decode_arguments(json.dumps(first) + between + json.dumps(second))
 
 
@@ -608,6 +608,18 @@ def test_empty_objects_around_the_arguments_are_ignored(arguments, empties, befo
     glue = "".join(empties)
     text = glue + json.dumps(arguments) if before else json.dumps(arguments) + glue
     assert decode_arguments(text) == arguments
+
+
+@pytest.mark.parametrize("text", ['[] {"cmd": "rm"}', '[]{"a": 1}{}{"cmd": "rm"}', '"x" {"a": 1}', '[1, 2]\n{"a": 1}'])
+def test_an_object_after_another_json_value_is_refused(text):
+    with pytest.raises(ArgumentsError, match="more than one JSON value"):
+        decode_arguments(text)
+
+
+@pytest.mark.parametrize("text", ['{\xa0}{"a": 1}', '{"a": 1}{\x1c}'])
+def test_only_json_whitespace_makes_an_object_empty(text):
+    with pytest.raises(ArgumentsError):
+        decode_arguments(text)
 
 
 def test_empty_objects_and_long_spaces_stay_linear():
@@ -629,5 +641,5 @@ def test_glued_native_calls_send_the_error_back_to_the_model(openai_server, tmp_
     result, _ = go(make_spec(openai_server, tmp_path), "compute", tmp_path)
     assert result.status == "completed" and result.answer == "done"
     sent_back = [m for m in openai_server.requests[1]["messages"] if m["role"] == "tool"]
-    assert len(sent_back) == 1 and "more than one JSON object" in sent_back[0]["content"]
-    assert sent_back[0]["content"].startswith("invalid arguments for tool 'calculator': arguments hold more than one")
+    assert len(sent_back) == 1 and "more than one JSON value" in sent_back[0]["content"]
+    assert sent_back[0]["content"].startswith("invalid arguments for tool 'calculator': arguments hold more than one JSON value")

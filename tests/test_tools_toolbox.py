@@ -168,6 +168,7 @@ _SCHEMA = {"type": "object", "properties": {
     "n": {"type": "integer"}, "x": {"type": "number"}, "either": {"type": ["integer", "null"]},
     "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
     "loose": {"anyOf": [{"type": "integer"}, {"type": "number"}]},
+    "open": {"anyOf": [{"type": "integer"}, {}]}, "ref": {"oneOf": [{"type": "integer"}, {"$ref": "#/$defs/n"}]},
     "ns": {"type": "array", "items": {"type": "integer"}},
     "inner": {"type": "object", "properties": {"m": {"type": "integer"}}}}}
 _NUMBER = st.one_of(st.integers(-10**9, 10**9), st.floats(allow_nan=False, allow_infinity=False, width=32))
@@ -176,6 +177,7 @@ _NUMBER = st.one_of(st.integers(-10**9, 10**9), st.floats(allow_nan=False, allow
 @settings(max_examples=300, deadline=None)
 @given(st.fixed_dictionaries({}, optional={"n": _NUMBER, "x": _NUMBER, "either": st.one_of(st.none(), _NUMBER),
                                            "maybe": st.one_of(st.none(), _NUMBER), "loose": _NUMBER,
+                                           "open": _NUMBER, "ref": _NUMBER,
                                            "ns": st.lists(_NUMBER, max_size=4),
                                            "inner": st.fixed_dictionaries({}, optional={"m": _NUMBER}),
                                            "extra": _NUMBER}))
@@ -189,5 +191,5 @@ def test_whole_numbers_changes_only_integral_floats_of_integer_parameters(argume
     for new, old in integer_places:
         whole = isinstance(old, float) and old.is_integer()
         assert type(new) is (int if whole else type(old))
-    for key in ("x", "loose", "extra"):  # not integer-only parameters: untouched
+    for key in ("x", "loose", "open", "ref", "extra"):  # not integer-only parameters: untouched
         assert type(out.get(key)) is type(arguments.get(key))

@@ -297,7 +297,10 @@ class LiteLLMClient:
                 delay = retry_delay(exc, attempt)
                 past_deadline = deadline is not None and time.monotonic() + delay >= deadline
                 if streamed[0] or attempt >= self.spec.num_retries or not retryable(exc) or past_deadline:
-                    raise self._map_error(exc, route, attempt) from None
+                    error = self._map_error(exc, route, attempt)
+                    if isinstance(error, ModelTimeoutError) and timeout < self.spec.timeout:
+                        error = self._run_over(route)  # the request's timeout was the run's time left
+                    raise error from None
                 self.sleep(delay)
                 attempt += 1
 

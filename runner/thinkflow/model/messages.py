@@ -202,17 +202,21 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
     raise ArgumentsError(f"arguments must be a JSON object, got {type(value).__name__}")
 
 
+_JSON_SPACE = frozenset(" \t\r\n")  # JSON's whitespace (RFC 8259, section 2); not str.isspace's
+_JSON_SPACE_OR_COMMA = _JSON_SPACE | {","}
+
+
 def _after_empty_objects(text: str, start: int = 0) -> int:
     """The index in ``text`` after the empty JSON objects (``{} { },``) from ``start`` on, and the space and commas
     between and after them; ``start`` when none is there. Linear in the span read."""
     i = end = start
     while True:
-        while i < len(text) and (text[i].isspace() or text[i] == ","):
+        while i < len(text) and text[i] in _JSON_SPACE_OR_COMMA:
             i += 1
         if i >= len(text) or text[i] != "{":
             return i if end > start else start
         j = i + 1
-        while j < len(text) and text[j].isspace():
+        while j < len(text) and text[j] in _JSON_SPACE:
             j += 1
         if j >= len(text) or text[j] != "}":
             return i if end > start else start
@@ -246,12 +250,13 @@ def _repair(text: str, strict_error: json.JSONDecodeError) -> Any:
     if end is None:  # near-JSON cut off mid-value: a repair would invent the rest (a shorter string, a missing key)
         raise truncated
     rest = stripped[end:]
-    if stripped[0] == "{" and "{" in rest:
-        if _after_empty_objects(rest) == len(rest):  # '{"a": 1} {}': the first object, and empty ones after it
+    if "{" in rest:
+        if stripped[0] == "{" and _after_empty_objects(rest) == len(rest):  # '{"a": 1} {}': empty ones after it
             return decode_arguments(stripped[:end])
+        # '[] {"cmd": "rm"}': an object after a value that is not one is no more the call's arguments
         # '{"a": 1}{"a": 2}', '{...}<|tool_call_end|>{...}': calls glued into one, whatever lies between them
         # (json_repair would keep the last object: a call the model did not make)
-        raise ArgumentsError(f"arguments hold more than one JSON object ({where}); send one object with all of the "
+        raise ArgumentsError(f"arguments hold more than one JSON value ({where}); send one object with all of the "
                              "call's arguments, and one call per object")
     import json_repair
 

@@ -193,7 +193,7 @@ def render(source: str, variables: dict[str, Any], *, name: str = _NAME) -> str:
     try:
         parts: list[str] = []
         size = 0
-        for chunk in (source,) if template is None else template.generate(**variables):
+        for chunk in (source,) if template is None else template.generate(variables):  # a dict: any key
             size += len(chunk)
             if size > MAX_OUTPUT_CHARS:
                 raise _limit(f"the rendered prompt is longer than {MAX_OUTPUT_CHARS} characters")

@@ -189,7 +189,8 @@ _EMPTY = ("", "none", "null")
 
 def _types(schema: Any) -> set[str]:
     """The JSON types a schema names: its ``type`` (a name or a list) and those of its ``anyOf``/``oneOf``
-    branches (``Optional[int]`` is ``anyOf: [{type: integer}, {type: null}]``)."""
+    branches (``Optional[int]`` is ``anyOf: [{type: integer}, {type: null}]``); ``"any"`` for a branch that names
+    none."""
     if not isinstance(schema, dict):
         return set()
     kind = schema.get("type")
@@ -198,13 +199,13 @@ def _types(schema: Any) -> set[str]:
     for key in ("anyOf", "oneOf"):
         if isinstance(schema.get(key), list):
             for branch in schema[key]:
-                names |= _types(branch)
+                names |= _types(branch) or {"any"}  # {}, a $ref, an allOf: may well allow a number
     return names
 
 
 def _integer_only(schema: Any) -> bool:
     names = _types(schema)
-    return "integer" in names and "number" not in names
+    return "integer" in names and not names & {"number", "any"}
 
 
 def whole_numbers(schema: Any, value: Any) -> Any:

@@ -643,3 +643,24 @@ def test_glued_native_calls_send_the_error_back_to_the_model(openai_server, tmp_
     sent_back = [m for m in openai_server.requests[1]["messages"] if m["role"] == "tool"]
     assert len(sent_back) == 1 and "more than one JSON value" in sent_back[0]["content"]
     assert sent_back[0]["content"].startswith("invalid arguments for tool 'calculator': arguments hold more than one JSON value")
+
+
+# --- a key with no value is not repaired into "" ------------------------------------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(_ARGS, st.data())
+def test_a_key_without_a_value_is_refused_not_invented(arguments, data):
+    """'{"path": }': json_repair would give the key "" (a call the model did not make)."""
+    key = data.draw(st.sampled_from(sorted(arguments)))
+    text = "{" + ", ".join(f"{json.dumps(k)}: " + ("" if k == key else json.dumps(v)) for k, v in arguments.items()) \
+        + data.draw(st.sampled_from(["}", " }", ",}"]))
+    with pytest.raises(ArgumentsError, match="a key with no value"):
+        decode_arguments(text)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"t": "10:30",}', {"t": "10:30"}), ('{"b": "x:}" }', {"b": "x:}"}), ("{'a': 'it\\'s: }'}", {"a": "it's: }"}),
+    ('{"url": "http://x", }', {"url": "http://x"}),
+])
+def test_colons_inside_strings_are_not_missing_values(text, expected):
+    assert decode_arguments(text) == expected

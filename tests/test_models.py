@@ -23,7 +23,8 @@ from thinkflow.errors import (
 from thinkflow.model.messages import Message, ToolCall
 from thinkflow.model.error_map import retry_after
 from thinkflow.model.replies import content_text
-from thinkflow.model.client import LiteLLMClient, build_client, request_timeout
+from thinkflow.model.client import LiteLLMClient, build_client
+from thinkflow.model.deadlines import request_timeout
 from thinkflow.model.resolution import resolve_model
 from thinkflow.model.providers import Capabilities
 from thinkflow.config.spec import ModelSpec

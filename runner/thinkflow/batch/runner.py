@@ -142,22 +142,25 @@ def default_concurrency(model: str) -> int:
     return 4
 
 
+def _needs_run(item: BatchInput, log: ResultLog, rerun_failed: bool) -> bool:
+    record = log.records.get(item.id)
+    return record is None or (rerun_failed and record.get("status") != "completed")
+
+
 def any_pending(inputs: Sequence[BatchInput], log: ResultLog, *, rerun_failed: bool) -> bool:
     """True when :func:`pending_inputs` would return an input (without changing the results file)."""
-    return any(item.id not in log.records or (rerun_failed and log.records[item.id].get("status") != "completed")
-               for item in inputs)
+    return any(_needs_run(item, log, rerun_failed) for item in inputs)
 
 
 def pending_inputs(inputs: Sequence[BatchInput], log: ResultLog, *, rerun_failed: bool) -> list[BatchInput]:
     """The inputs still to run: every one without a result, plus, with ``rerun_failed``, those whose last result
     did not complete (their old lines are dropped from the file first). Inputs whose last result did not complete
     are otherwise kept as they are."""
-    ids = {item.id for item in inputs}
-    if rerun_failed:
-        failed = {i for i, r in log.records.items() if i in ids and r.get("status") != "completed"}
-        if failed:
-            log.drop(failed)
-    return [item for item in inputs if item.id not in log.records]
+    todo = [item for item in inputs if _needs_run(item, log, rerun_failed)]
+    failed = {item.id for item in todo if item.id in log.records}
+    if failed:
+        log.drop(failed)
+    return todo
 
 
 def run_batch(

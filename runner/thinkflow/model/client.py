@@ -33,13 +33,13 @@ Call policy (provider docs + LiteLLM 1.x source):
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from thinkflow.errors import AuthenticationError, ModelError, ModelTimeoutError
+from thinkflow.model.deadlines import request_seconds, run_over
 from thinkflow.model.messages import Message, ModelReply, Usage
 from thinkflow.model.error_map import bare_message, is_provider_error, map_error, retry_delay, retryable
 from thinkflow.model.replies import message_dict, normalise_reply, wire_messages
@@ -86,26 +86,6 @@ class ModelClient(Protocol):
 
 
 # --- building -------------------------------------------------------------------------------------------------------
-
-def request_timeout(left: float) -> float:
-    """``left`` seconds rounded up to a step of a tenth of its leading power of ten (0.1 s from 1 s, 1 s from 10 s,
-    10 s from 100 s...): at most 1.1 times ``left``, and one value per step. Below a millisecond and above 10**9 s
-    (or not finite), ``left`` itself.
-
-    LiteLLM keys the OpenAI SDK clients it caches on their ``timeout`` (``get_openai_client_cache_key`` in
-    ``litellm/llms/openai/common_utils.py``): a timeout that differs on every request (the exact time left before
-    a run's deadline) builds a new client, with its own connection pool, for each request (0.6 ms more a request
-    against a local server, measured) and churns the cache. Rounded, requests made close together share one.
-    """
-    if not 1e-3 <= left <= 1e9:  # also NaN
-        return left
-    power = math.floor(math.log10(left)) - 1
-    if power >= 0:
-        step = 10 ** power
-        return float(math.ceil(left / step) * step)
-    scale = 10 ** -power
-    return math.ceil(left * scale) / scale
-
 
 def build_client(spec: ModelSpec, *, override: str | None = None,
                  on_progress: Progress | None = None) -> "LiteLLMClient":
@@ -246,10 +226,10 @@ class LiteLLMClient:
             stop: stop sequences added to ``spec.stop``.
             on_text: when given, the reply is streamed and ``on_text(chunk)`` is called as text arrives.
             deadline: a :func:`time.monotonic` instant no retry wait, fallback or streamed text may pass (the
-                run's timeout): each request's timeout is cut to the time left (rounded up by at most a tenth, see
-                :func:`request_timeout`; a run's caller abandons the call at the deadline itself), and once it has
-                passed the call raises ModelTimeoutError ("the run's time is up"). None: only ``spec.timeout`` per
-                request.
+                run's timeout): each request's timeout is cut to the time left, rounded up by at most a tenth
+                (:mod:`thinkflow.model.deadlines`; a run's caller abandons the call at the deadline itself); once
+                it has passed the call raises ModelTimeoutError ("the run's time is up"). None: only
+                ``spec.timeout`` per request.
             tool_choice: OpenAI's ``tool_choice`` ("auto", "required", "none"), sent with ``tools``; None: not
                 sent (the provider's default, "auto"). "required" is not sent to the embedded model: its llama.cpp
                 server (xllamacpp) then lets Qwen2.5-Coder write the call as text and generate fences until
@@ -285,7 +265,7 @@ class LiteLLMClient:
         attempt = 0
         while True:
             route = self._ready(route)
-            timeout = self._time_left(route, deadline)
+            timeout = request_seconds(route.name, self.spec.timeout, deadline)
             try:
                 return self._call(route, msgs, tools, response_format, stop, on_text, streamed, timeout, tool_choice,
                                   deadline)
@@ -299,30 +279,10 @@ class LiteLLMClient:
                 if streamed[0] or attempt >= self.spec.num_retries or not retryable(exc) or past_deadline:
                     error = self._map_error(exc, route, attempt)
                     if isinstance(error, ModelTimeoutError) and timeout < self.spec.timeout:
-                        error = self._run_over(route)  # the request's timeout was the run's time left
+                        error = run_over(route.name)  # the request's timeout was the run's time left
                     raise error from None
                 self.sleep(delay)
                 attempt += 1
-
-    def _time_left(self, route: _Route, deadline: float | None) -> float:
-        """The timeout of the next request in seconds: ``spec.timeout``, or when less is left before ``deadline``,
-        the time left rounded up by at most a tenth (:func:`request_timeout`). A streamed reply stops at
-        ``deadline`` itself (:meth:`_call`); a run's model call is abandoned at it by its caller
-        (:func:`thinkflow.run.model_worker.call_model`), which holds the deadline exactly.
-
-        Raises ModelTimeoutError: the deadline has passed."""
-        timeout = float(self.spec.timeout)
-        if deadline is None:
-            return timeout
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise self._run_over(route)
-        return min(timeout, request_timeout(left))
-
-    @staticmethod
-    def _run_over(route: _Route) -> ModelTimeoutError:
-        return ModelTimeoutError(f"{route.name}: the run's time is up", model=route.name,
-                                 hint="raise loop.timeout (seconds) in the agent spec")
 
     def _kwargs(self, route: _Route, msgs: list[dict], tools: list[dict] | None, response_format: dict | None,
                 stop: Sequence[str], timeout: float) -> dict[str, Any]:
@@ -399,7 +359,7 @@ class LiteLLMClient:
             # request_timeout): no text may reach on_text after it
             left = timeout if deadline is None else deadline - time.monotonic()
             if left <= 0:  # LiteLLM's first use (its import) took the rest of the run's time
-                raise self._run_over(route)
+                raise run_over(route.name)
             stream = litellm.completion(**kwargs)
             try:
                 chunks = read_stream(stream, on_piece, deadline=t0 + min(timeout, left), model=route.name,
@@ -407,7 +367,7 @@ class LiteLLMClient:
             except ModelTimeoutError:
                 if left >= timeout:
                     raise
-                raise self._run_over(route) from None
+                raise run_over(route.name) from None
             response = litellm.stream_chunk_builder(chunks, messages=msgs) if chunks else None
         latency = time.perf_counter() - t0
         return normalise_reply(response, model=route.name, local=route.local, latency=latency)

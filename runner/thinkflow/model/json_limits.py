@@ -179,6 +179,51 @@ def _may_continue(error: json.JSONDecodeError, size: int) -> bool:
     return error.pos >= size - _EDGE or error.msg.startswith("Unterminated string")
 
 
+JSON_SPACE = frozenset(" \t\r\n")
+"""JSON's whitespace (RFC 8259, section 2); not ``str.isspace``'s."""
+
+_STRING_SPECIAL = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
+
+
+def string_end(text: str, start: int, stop: int | None = None) -> int | None:
+    """The index after the string literal opening at ``text[start]`` (a double or single quote; backslash escapes
+    honoured), or None when it does not close before ``stop`` (default: the end of ``text``)."""
+    special = _STRING_SPECIAL[text[start]]
+    stop = len(text) if stop is None else stop
+    i = start + 1
+    while True:
+        match = special.search(text, i, stop)
+        if match is None:
+            return None
+        if match.group() != "\\":
+            return match.end()
+        i = match.end() + 1
+
+
+def key_without_value(text: str) -> bool:
+    """True when a ``:`` outside string literals (as :func:`string_end` reads them) is followed, after JSON
+    whitespace, by ``,``, ``}`` or the end of ``text``: ``{"path": }``. Linear in ``len(text)``."""
+    i = 0
+    while True:
+        match = _COLON_OR_QUOTE.search(text, i)
+        if match is None:
+            return False
+        if match.group() != ":":
+            after = string_end(text, match.start())
+            if after is None:
+                return False
+            i = after
+            continue
+        i = match.end()
+        while i < len(text) and text[i] in JSON_SPACE:
+            i += 1
+        if i == len(text) or text[i] in ",}":
+            return True
+
+
+_COLON_OR_QUOTE = re.compile(r"[:\"']")
+
+
 def scan_end(text: str, start: int, limit: int | None = None) -> tuple[int | None, int, bool]:
     """Scan the near-JSON value opening at ``text[start]`` (``{``, ``[`` or a quote): brackets are counted outside
     string literals (double- or single-quoted, backslash escapes honoured).
@@ -189,24 +234,22 @@ def scan_end(text: str, start: int, limit: int | None = None) -> tuple[int | Non
     """
     stop = len(text) if limit is None else min(len(text), start + limit)
     depth = deepest = 0
-    quote = ""
     i = start
     while True:
         match = _SPECIAL.search(text, i, stop)
         if match is None:
-            return None, deepest, bool(quote)
+            return None, deepest, False
         i = match.start()
         ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-                if depth == 0:
-                    return i + 1, deepest, False
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "{[":
+        if ch in "\"'":
+            after = string_end(text, i, stop)
+            if after is None:
+                return None, deepest, True
+            if depth == 0:
+                return after, deepest, False
+            i = after
+            continue
+        if ch in "{[":
             depth += 1
             deepest = max(deepest, depth)
             if deepest > MAX_DEPTH:

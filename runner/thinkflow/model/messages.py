@@ -171,8 +171,8 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
     trailing commas, unquoted keys). Two objects one after the other (``{"a": 1}{"a": 2}``, calls glued together,
     whatever text lies between them) are refused, not merged or cut to one; empty objects before or after the
     object (``{}{"a": 1}``: a server that streamed ``{}`` before the real arguments) are ignored. A key with no
-    value (``{"path": }``) is refused, not repaired into ``""``. Raises :class:`ArgumentsError` with the decoder's message when the result is
-    not a JSON object; never returns the raw string in place of arguments. Arguments cut off before their end (an
+    value (``{"path": }``) is refused, not repaired into ``""``. Raises :class:`ArgumentsError` with the decoder's
+    message when the result is not a JSON object; never returns the raw string in place of arguments. Arguments cut off before their end (an
     unterminated string, an object still open) are refused as truncated, never repaired into a shorter value;
     arguments nested deeper than :data:`~thinkflow.model.json_limits.MAX_DEPTH` levels are refused (no
     ``RecursionError``); NaN, Infinity and floats beyond the float range are refused (JSON has no such numbers),
@@ -203,8 +203,7 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
     raise ArgumentsError(f"arguments must be a JSON object, got {type(value).__name__}")
 
 
-_JSON_SPACE = frozenset(" \t\r\n")  # JSON's whitespace (RFC 8259, section 2); not str.isspace's
-_JSON_SPACE_OR_COMMA = _JSON_SPACE | {","}
+_JSON_SPACE_OR_COMMA = json_limits.JSON_SPACE | {","}
 
 
 def _after_empty_objects(text: str, start: int = 0) -> int:
@@ -217,36 +216,11 @@ def _after_empty_objects(text: str, start: int = 0) -> int:
         if i >= len(text) or text[i] != "{":
             return i if end > start else start
         j = i + 1
-        while j < len(text) and text[j] in _JSON_SPACE:
+        while j < len(text) and text[j] in json_limits.JSON_SPACE:
             j += 1
         if j >= len(text) or text[j] != "}":
             return i if end > start else start
         i = end = j + 1
-
-
-def _key_without_value(text: str) -> bool:
-    """True when a ``:`` outside string literals (double- or single-quoted, backslash escapes honoured) is followed,
-    after JSON whitespace, by ``,``, ``}`` or the end of ``text``. Linear in ``len(text)``."""
-    quote = ""
-    i, size = 0, len(text)
-    while i < size:
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch == ":":
-            j = i + 1
-            while j < size and text[j] in _JSON_SPACE:
-                j += 1
-            if j == size or text[j] in ",}":
-                return True
-            i = j - 1
-        i += 1
-    return False
 
 
 def _repair(text: str, strict_error: json.JSONDecodeError) -> Any:
@@ -284,7 +258,7 @@ def _repair(text: str, strict_error: json.JSONDecodeError) -> Any:
         # (json_repair would keep the last object: a call the model did not make)
         raise ArgumentsError(f"arguments hold more than one JSON value ({where}); send one object with all of the "
                              "call's arguments, and one call per object")
-    if _key_without_value(stripped):  # '{"path": }': a repair would invent "" for it
+    if json_limits.key_without_value(stripped):  # '{"path": }': a repair would invent "" for it
         raise ArgumentsError(f"arguments have a key with no value ({where}); send a value for every argument, or "
                              "leave the key out")
     import json_repair

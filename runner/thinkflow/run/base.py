@@ -153,8 +153,9 @@ class RunBase:
     def _call_model(self, messages: list[Message] | list[dict[str, Any]], **kwargs: Any) -> ModelReply | Outcome:
         """``client.complete(messages, **kwargs)``, bounded by the run's deadline twice over: the client cuts each
         request's timeout to about the time left (rounded up by at most a tenth, so that LiteLLM reuses its HTTP
-        clients), and :func:`thinkflow.run.model_worker.call_model` abandons the call exactly at the deadline (inline under a ``SIGALRM`` timer in the main thread, else in a persistent worker thread), so a
-        model server that trickles bytes cannot hold the run past it.
+        clients), and :func:`thinkflow.run.model_worker.call_model` abandons the call exactly at the deadline
+        (inline under a ``SIGALRM`` timer in the main thread, else in a persistent worker thread), so a model
+        server that trickles bytes cannot hold the run past it.
 
         Returns:
             the reply; or the ending (no answer yet): ``timeout`` when the deadline passed first, ``model_error``

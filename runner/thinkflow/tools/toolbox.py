@@ -5,8 +5,8 @@
 built-ins), drops optional arguments that are empty, unknown or (the refining ones) invalid, noting it in the
 observation (:func:`~thinkflow.tools.validation.drop_bad_optionals`); validates the arguments against the JSON Schema (failure ->
 "invalid", the tool does not run) and makes a whole float an ``int`` where the schema says integer
-(:func:`~thinkflow.tools.validation.whole_numbers`); applies the agent's ``allow``/``deny`` rules and a tool's own ``rules`` (an
-MCP server's per-tool entry) (-> "denied"); asks the approver
+(:func:`~thinkflow.tools.validation.whole_numbers`); applies the agent's ``allow``/``deny`` rules and a tool's
+own ``rules`` (an MCP server's per-tool entry) (-> "denied"); asks the approver
 for ``confirm`` tools (none -> "denied": "needs approval: run with --yes or in a terminal"); runs the tool;
 redacts the tool's secrets; and makes sure ``data`` has ``duration_s``, ``bytes`` and ``truncated``.
 """

@@ -194,8 +194,9 @@ def _types(schema: Any) -> set[str]:
     if not isinstance(schema, dict):
         return set()
     kind = schema.get("type")
-    names = {kind} if isinstance(kind, str) else {k for k in kind if isinstance(k, str)} if isinstance(kind, list) \
-        else set()
+    names = {kind} if isinstance(kind, str) else set()
+    if isinstance(kind, list):
+        names = {name for name in kind if isinstance(name, str)}
     for key in ("anyOf", "oneOf"):
         if isinstance(schema.get(key), list):
             for branch in schema[key]:

@@ -1,0 +1,53 @@
+"""How a run's deadline bounds one model request: the request's timeout, and the error once the time is up.
+
+A run's deadline is held exactly by its caller (:func:`thinkflow.run.model_worker.call_model` abandons the call at
+it); the request's own timeout only keeps an abandoned request from living on long after it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from thinkflow.errors import ModelTimeoutError
+
+
+def request_timeout(left: float) -> float:
+    """``left`` seconds rounded up to a step of a tenth of its leading power of ten (0.1 s from 1 s, 1 s from 10 s,
+    10 s from 100 s...): at most 1.1 times ``left``, and one value per step. Below a millisecond and above 10**9 s
+    (or not finite), ``left`` itself.
+
+    LiteLLM keys the OpenAI SDK clients it caches on their ``timeout`` (``get_openai_client_cache_key`` in
+    ``litellm/llms/openai/common_utils.py``): a timeout that differs on every request (the exact time left before
+    a run's deadline) builds a new client, with its own connection pool, for each request (0.6 ms more a request
+    against a local server, measured) and churns the cache. Rounded, requests made close together share one.
+    """
+    if not 1e-3 <= left <= 1e9:  # also NaN
+        return left
+    power = math.floor(math.log10(left)) - 1
+    if power >= 0:
+        step = 10 ** power
+        return float(math.ceil(left / step) * step)
+    scale = 10 ** -power
+    return math.ceil(left * scale) / scale
+
+
+def request_seconds(model: str, timeout: float, deadline: float | None) -> float:
+    """The timeout of ``model``'s next request in seconds: ``timeout`` (the model's), or when less is left before
+    ``deadline`` (a :func:`time.monotonic` instant, None: none), the time left rounded up by at most a tenth
+    (:func:`request_timeout`).
+
+    Raises ModelTimeoutError: the deadline has passed (:func:`run_over`)."""
+    timeout = float(timeout)
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise run_over(model)
+    return min(timeout, request_timeout(left))
+
+
+def run_over(model: str) -> ModelTimeoutError:
+    """The error of a request the run's deadline ended (the fix is ``loop.timeout``, not ``model.timeout``)."""
+    return ModelTimeoutError(f"{model}: the run's time is up", model=model,
+                             hint="raise loop.timeout (seconds) in the agent spec")

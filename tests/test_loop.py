@@ -1434,6 +1434,36 @@ def test_a_server_that_trickles_bytes_cannot_hold_the_run_past_its_deadline(open
     assert (after.status, after.answer) == ("completed", "fine")  # nothing left armed or broken
 
 
+@pytest.mark.parametrize("where", ["main thread", "worker thread"])
+def test_without_a_run_timeout_a_trickling_server_is_bounded_by_the_model_settings(openai_server, tmp_path, where):
+    # loop.timeout null: nothing but the model's own settings (timeout x attempts x models) can end a call whose
+    # every read succeeds; httpx's timeout bounds each read, never the request
+    import dataclasses
+    import threading
+    import time as time_module
+
+    openai_server.push(trickle(every=0.1), text("later"))
+    spec = make_spec(openai_server, tmp_path, timeout=None)
+    spec = dataclasses.replace(spec, model=dataclasses.replace(spec.model, timeout=0.6))
+    results = []
+    began = time_module.monotonic()
+    if where == "main thread":
+        results.append(go(spec, "x", tmp_path)[0])
+    else:
+        runner = threading.Thread(target=lambda: results.append(go(spec, "x", tmp_path)[0]))
+        runner.start()
+        runner.join(30)
+    wall = time_module.monotonic() - began
+    assert results[0].status == "model_error"
+    assert results[0].error == ("openai/test: no complete reply within 0.6 s, the longest that model.timeout, "
+                                "num_retries and fallbacks allow (is the server sending its reply too slowly?)")
+    assert 0.5 < wall < 10  # the trickle alone never ends
+    openai_server.queue.clear()
+    openai_server.push(text("fine"))
+    after, _ = go(make_spec(openai_server, tmp_path, timeout=None), "y", tmp_path)
+    assert (after.status, after.answer) == ("completed", "fine")  # nothing left armed or broken
+
+
 def test_the_conversation_summary_is_bounded_by_the_run_deadline(openai_server, tmp_path):
     import dataclasses
     import time as time_module

@@ -694,6 +694,19 @@ def test_request_timeout_leaves_odd_values_alone(left):
     assert request_timeout(left) == left or (left != left and request_timeout(left) != request_timeout(left))
 
 
+def test_call_limit_counts_every_request_and_wait_of_every_model():
+    # 3 models x (3 requests of 20 s + 2 waits of at most MAX_RETRY_AFTER = 60 s)
+    spec = ModelSpec(name="openai/a", fallbacks=("openai/b", "anthropic/claude-x"), timeout=20, num_retries=2)
+    assert LiteLLMClient(spec).call_limit() == 3 * (3 * 20 + 2 * 60)
+    assert LiteLLMClient(ModelSpec(name="openai/a", timeout=0.5, num_retries=0)).call_limit() == 0.5
+
+
+def test_call_limit_is_unknown_until_an_embedded_model_has_started():
+    assert LiteLLMClient(ModelSpec(name="local/qwen2.5-coder-1.5b", timeout=30)).call_limit() is None
+    spec = ModelSpec(name="openai/a", fallbacks=("local/qwen2.5-coder-1.5b",), timeout=30, num_retries=0)
+    assert LiteLLMClient(spec).call_limit() is None  # an embedded fallback starts inside the call
+
+
 def test_request_timeout_takes_one_value_per_step():
     # the time left in a run's last two minutes, sampled every 10 ms: 183 values, not 11,900
     values = sorted({request_timeout(i / 100) for i in range(100, 12_000)})

@@ -407,6 +407,87 @@ def test_a_flush_that_fails_once_does_not_shift_the_message_numbers(tmp_path):
     assert all(by_step[step] == messages for step, messages in sent)
 
 
+class _DiskFillsMidWrite(io.RawIOBase):
+    """A raw file on a disk that fills after ``room`` more bytes (a short write, then ENOSPC), until ``room`` is set
+    back to None (space freed)."""
+
+    def __init__(self, path):
+        self.f, self.room = open(path, "wb", buffering=0), None
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        if self.room is None:
+            return self.f.write(b)
+        if self.room == 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written = self.f.write(bytes(b[:self.room]))
+        self.room -= written
+        return written
+
+    def fileno(self):
+        return self.f.fileno()
+
+    def close(self):
+        self.f.close()
+        super().close()
+
+
+def _filling_writer(path):
+    writer = TraceWriter(path)
+    writer._file.close()
+    raw = _DiskFillsMidWrite(path)
+    writer._file = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", newline="\n")
+    return writer, raw
+
+
+def test_a_line_cut_by_a_full_disk_does_not_take_the_next_lines_with_it(tmp_path):
+    path = tmp_path / "r.jsonl"
+    writer, raw = _filling_writer(path)
+    writer.write(ev.RunWarning("before", code="x"))
+    writer._file.flush()
+    raw.room = 100  # a line longer than Python's buffer goes straight to the file: 100 bytes of it get there
+    writer.write(ev.RunWarning("cut " + "x" * 20_000, code="x"))
+    assert isinstance(writer.error, OSError)
+    raw.room = None
+    writer.write(ev.RunWarning("after", code="x"))
+    writer.write(ev.RunWarning("the trace is incomplete", code="trace_write"))
+    writer.close()
+    assert [e["message"] for e in read_trace(path)] == ["before", "after", "the trace is incomplete"]
+
+
+def test_a_cut_line_without_the_runs_warning_is_still_refused(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"type": "warning", "message": "a"}\n{"type": "warn\n{"type": "warning", "message": "b"}\n')
+    with pytest.raises(TraceError, match=r"r.jsonl:2: not a trace line"):
+        read_trace(path)
+
+
+@settings(max_examples=150, deadline=None)
+@given(sizes=st.lists(st.integers(0, 200) | st.integers(8_000, 30_000), min_size=1, max_size=8), data=st.data())
+def test_every_line_written_whole_is_read_back_whatever_write_a_full_disk_cuts(tmp_path_factory, sizes, data):
+    """Lines short and longer than Python's buffer (flushed as the loop flushes them), one of them cut by a disk that
+    fills at any byte and then frees space: every line written without an error is read back, in order."""
+    path = tmp_path_factory.mktemp("t") / "r.jsonl"
+    writer, raw = _filling_writer(path)
+    cut = data.draw(st.integers(0, len(sizes) - 1))
+    room = data.draw(st.integers(0, 200) | st.integers(0, 40_000))  # bytes that still fit
+    whole = []
+    for n, size in enumerate(sizes):
+        raw.room = room if n == cut else None
+        writer.error = None
+        writer.write({"type": "tool_called", "n": n, "pad": "x" * size})  # flushed after each, as in a run
+        if writer.error is None:
+            whole.append(n)
+    raw.room = None
+    writer.write({"type": "warning", "code": "trace_write", "message": "the trace is incomplete"})
+    writer.close()
+    read = [e["n"] for e in read_trace(path) if e["type"] == "tool_called"]
+    assert set(whole) <= set(read) <= set(range(len(sizes)))
+    assert read == sorted(read)
+
+
 def test_a_message_without_canonical_json_loses_no_other_request(tmp_path):
     """A message json.dumps(sort_keys=True) cannot encode (mixed key types) was written while the conversation
     grew; a window then moves messages: requests that do not hold it must still be written, and rebuild."""

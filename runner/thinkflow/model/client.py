@@ -41,7 +41,8 @@ from typing import Any, Callable, Protocol, Sequence
 from thinkflow.errors import AuthenticationError, ModelError, ModelTimeoutError
 from thinkflow.model.deadlines import request_seconds, run_over
 from thinkflow.model.messages import Message, ModelReply, Usage
-from thinkflow.model.error_map import bare_message, is_provider_error, map_error, retry_delay, retryable
+from thinkflow.model.error_map import (MAX_RETRY_AFTER, bare_message, is_provider_error, map_error, retry_delay,
+                                       retryable)
 from thinkflow.model.replies import message_dict, normalise_reply, wire_messages
 from thinkflow.model.streaming import read_stream
 from thinkflow.model.providers import (
@@ -83,6 +84,15 @@ class ModelClient(Protocol):
                  tool_choice: str | None = None) -> ModelReply: ...
 
     def count_tokens(self, messages: Sequence[Message]) -> int: ...
+
+    # optional: ``call_limit() -> float | None``, the most seconds one ``complete`` may take (see call_limit_of)
+
+
+def call_limit_of(client: Any) -> float | None:
+    """``client.call_limit()`` (:meth:`LiteLLMClient.call_limit`: the most seconds one ``complete`` may take), or
+    None for a client without one: the method is optional in a :class:`ModelClient`."""
+    call_limit = getattr(client, "call_limit", None)
+    return call_limit() if callable(call_limit) else None
 
 
 # --- building -------------------------------------------------------------------------------------------------------
@@ -187,6 +197,21 @@ class LiteLLMClient:
         if primary.local:
             self._ready(primary)
         load_litellm()
+
+    def call_limit(self) -> float | None:
+        """The most seconds one :meth:`complete` may take by this client's settings, or None when it cannot tell.
+
+        For each route (the model, then each fallback): ``1 + num_retries`` requests of at most ``timeout`` seconds
+        and the waits between them (at most :data:`~thinkflow.model.error_map.MAX_RETRY_AFTER` seconds each). A
+        run abandons a call that takes longer (:meth:`thinkflow.run.base.RunBase._call_model`): httpx's timeout
+        bounds each read, not the request, so a server that trickles its reply a few bytes at a time would
+        otherwise hold a run with no ``loop.timeout`` forever. None while an embedded model has still to start
+        (its start-up has its own limit, :attr:`thinkflow.model.local.LocalModelServer.startup_timeout`)."""
+        if any(route.local and not route.ready for route in self._routes):
+            return None
+        retries = max(int(self.spec.num_retries), 0)
+        per_route = (retries + 1) * float(self.spec.timeout) + retries * MAX_RETRY_AFTER
+        return len(self._routes) * per_route
 
     # capabilities -----------------------------------------------------------------------------------------------------
     def capabilities(self) -> Capabilities:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 from thinkflow.errors import ModelError, ThinkFlowError
 from thinkflow.memory.policy import remember_run
+from thinkflow.model.client import call_limit_of
 from thinkflow.model.messages import Message, ModelReply, Usage
 from thinkflow.run import events as ev
 from thinkflow.run.collaborators import RunnableAgent
@@ -155,23 +156,32 @@ class RunBase:
         request's timeout to about the time left (rounded up by at most a tenth, so that LiteLLM reuses its HTTP
         clients), and :func:`thinkflow.run.model_worker.call_model` abandons the call exactly at the deadline
         (inline under a ``SIGALRM`` timer in the main thread, else in a persistent worker thread), so a model
-        server that trickles bytes cannot hold the run past it.
+        server that trickles bytes cannot hold the run past it. The same mechanism abandons a call that outlasts
+        the client's own settings (``call_limit()``: every request at ``model.timeout``, retries and fallbacks
+        included), with or without a ``loop.timeout``.
 
         Returns:
             the reply; or the ending (no answer yet): ``timeout`` when the deadline passed first, ``model_error``
-            when the model failed after the client's retries and fallbacks.
+            when the model failed after the client's retries and fallbacks, or sent no complete reply within the
+            client's ``call_limit()``.
         """
         from thinkflow.run.model_worker import call_model
 
         started = time.monotonic()
+        remaining = self._remaining()
+        limit = call_limit_of(self.client)
+        run_bound = remaining is not None and (limit is None or remaining <= limit)
         try:
-            remaining = self._remaining()
             job = call_model(lambda: self.client.complete(messages, deadline=self.deadline, **kwargs),
-                             None if remaining is None else max(remaining, 0.0))
+                             max(remaining, 0.0) if run_bound else limit)
         finally:
             self.model_seconds += time.monotonic() - started
         finished = job.done
         failure = job.error
+        if not finished and not run_bound:
+            return Outcome("model_error", error=(
+                f"{self.client.model}: no complete reply within {limit:g} s, the longest that model.timeout, "
+                f"num_retries and fallbacks allow (is the server sending its reply too slowly?)"))
         if not finished or (isinstance(failure, ModelError) and self.deadline is not None
                             and time.monotonic() >= self.deadline):
             return Outcome("timeout", error=self._timeout_error() + " while waiting for the model")

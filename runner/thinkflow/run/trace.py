@@ -69,6 +69,7 @@ class TraceWriter:
         # each secret as it appears inside a JSON string, to spot the lines that hold one
         self._escaped = [json.dumps(secret, ensure_ascii=False)[1:-1] for secret in self.redact.secrets]
         self.error: Exception | None = None
+        self._cut = False  # the last write failed: the file may end inside that line
         self._requests = _RequestLog()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,8 +89,10 @@ class TraceWriter:
         wait; the few lines of the milliseconds since are in Python's buffer. The file is fsynced after the run
         closes it (fsync per line would cost more than the loop itself, see bench/RESULTS.md). Write errors are
         swallowed after the first (a full disk must not end the run); see :attr:`error`. After a failed write the
-        file may or may not hold that line, so later model requests are written whole, without references to
-        earlier lines' messages (:meth:`~thinkflow.run.trace_requests._RequestLog.stop_referring`)."""
+        file may hold all, part or none of that line: the next line starts with a newline, so it stays whole (and
+        :func:`read_trace` skips the cut one once the run's ``trace_write`` warning is in the trace), and later
+        model requests are written whole, without references to earlier lines' messages
+        (:meth:`~thinkflow.run.trace_requests._RequestLog.stop_referring`)."""
         file = self._file  # one read: a close() in another thread may clear it meanwhile
         if file is None:
             return
@@ -103,7 +106,9 @@ class TraceWriter:
             self.error = error
             return
         try:
-            file.write(line + "\n")
+            # after a failed write the file may end inside that line: a newline keeps this one whole
+            file.write(("\n" if self._cut else "") + line + "\n")
+            self._cut = False
             if commit is not None:
                 commit()
             kind = data.get("type")
@@ -113,6 +118,7 @@ class TraceWriter:
                 file.flush()
         except (OSError, ValueError, UnicodeError) as error:  # a full disk: the line may reach the file or not
             self.error = error
+            self._cut = True
             self._requests.stop_referring()
 
     def close(self) -> None:
@@ -234,10 +240,12 @@ atexit.register(wait_for_syncs)
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """All events of a trace as dicts, in order. A last line cut off mid-write is skipped.
+    """All events of a trace as dicts, in order. A last line cut off mid-write is skipped, and so is a line a
+    failed write cut short (a full disk) when the run said so: its ``trace_write`` warning is in the trace.
 
     Raises:
-        TraceError: the file is missing or a line before the last is not JSON.
+        TraceError: the file is missing, or a line before the last is not JSON and no ``trace_write`` warning
+            explains it.
     """
     path = Path(path)
     try:
@@ -245,15 +253,19 @@ def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     except OSError as error:
         raise TraceError(f"cannot read the trace {path}: {error.strerror or error}") from error
     events = []
+    damaged: list[tuple[int, json.JSONDecodeError]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             events.append(json.loads(line))
         except json.JSONDecodeError as error:
-            if number == len(lines):
-                break
-            raise TraceError(f"{path}:{number}: not a trace line: {error.msg}") from error
+            if number < len(lines):
+                damaged.append((number, error))
+    if damaged and not any(isinstance(event, dict) and event.get("type") == "warning"
+                           and event.get("code") == "trace_write" for event in events):
+        number, error = damaged[0]
+        raise TraceError(f"{path}:{number}: not a trace line: {error.msg}") from error
     return events
 
 

@@ -17,6 +17,7 @@ import threading
 from typing import Any, Callable, Iterable, Sequence
 
 from thinkflow.errors import ModelError
+from thinkflow.model.client import call_limit_of
 from thinkflow.model.messages import Message, ModelReply
 from thinkflow.model.providers import Capabilities
 from thinkflow.redaction import Redactor
@@ -157,6 +158,10 @@ class RecordingClient:
     def count_tokens(self, messages: Sequence[Message]) -> int:
         """The same estimate the replay uses, so trimming decisions replay identically."""
         return _estimate_tokens(messages)
+
+    def call_limit(self) -> float | None:
+        """The inner client's ``call_limit()`` (seconds; None when it has none)."""
+        return call_limit_of(self.inner)
 
     def complete(self, messages: Sequence[Message], *, tools: list[dict] | None = None,
                  response_format: dict | None = None, stop: Sequence[str] = (),

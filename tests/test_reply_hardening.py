@@ -6,6 +6,7 @@ that the old exponential or quadratic code would not finish, and ``timeout`` mar
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -21,7 +22,7 @@ from thinkflow.model.messages import ArgumentsError, ToolCall, decode_arguments
 from thinkflow.model.replies import normalise_tool_calls
 from thinkflow.reply.actions import FinalAnswer, ParseFailure, ToolAction
 from thinkflow.reply.final_output import check_output
-from thinkflow.reply.json_text import BOUNDED, MAX_FAILED_DECODES, iter_json_objects
+from thinkflow.reply.json_text import BOUNDED, MAX_FAILED_DECODES, NOT_REPAIRED, iter_json_objects
 from thinkflow.reply.parsing import parse_reply
 from thinkflow.reply.react_text import LABEL, before_observation, strip_final_label
 from thinkflow.run.malformed_streak import MalformedStreak
@@ -664,3 +665,83 @@ def test_a_key_without_a_value_is_refused_not_invented(arguments, data):
 ])
 def test_colons_inside_strings_are_not_missing_values(text, expected):
     assert decode_arguments(text) == expected
+
+
+# --- a number with a leading zero is refused, not repaired into another number ---------------------------------
+
+@pytest.mark.parametrize("text, zero", [
+    ('{"mode": 0755}', "0755"), ('{"at": 09:30}', "09"), ('{"zip": 02134, "n": 1}', "02134"),
+    ('{"a": [1, 007]}', "007"), ('{"x": -01.5}', "-01.5"), ("{n: 00}", "00"),
+])
+def test_a_number_with_a_leading_zero_is_refused(text, zero):
+    # json_repair would send 755, 9, 2134, 7, -1.5, 0: values the model did not write
+    with pytest.raises(ArgumentsError, match=re.escape(f"a number with a leading zero ({zero})")):
+        decode_arguments(text)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"a": 0, "b": 0.05, "c": 1e05, "d": -0.5}', {"a": 0, "b": 0.05, "c": 100000.0, "d": -0.5}),
+    ('{"zip": "02134",}', {"zip": "02134"}), ("{'t': '09:30'}", {"t": "09:30"}),
+    ('{"d": 2024-01-05}', {"d": "2024-01-05"}), ('{"v": 1.2.03}', {"v": "1.2.03"}), ("{v07: 1,}", {"v07": 1}),
+])
+def test_zeros_that_are_no_leading_zero_are_left_alone(text, expected):
+    assert decode_arguments(text) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                    | st.text(), lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner,
+                                                                                              max_size=4),
+                    max_leaves=12))
+def test_no_json_text_has_a_leading_zero(value):
+    """JSON's own numbers never have one, and zeros inside strings ("007", "09:30") do not count."""
+    assert json_limits.leading_zero(json.dumps(value)) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ARGS, st.text(min_size=1, max_size=6), st.integers())
+def test_a_leading_zero_on_any_integer_argument_is_refused(arguments, key, number):
+    arguments = {**arguments, key: number}
+    written = ("-0" if number < 0 else "0") + str(abs(number))
+    text = "{" + ", ".join(f"{json.dumps(k)}: " + (written if k == key else json.dumps(v))
+                           for k, v in arguments.items()) + "}"
+    with pytest.raises(ArgumentsError, match=re.escape(f"a number with a leading zero ({written})")):
+        decode_arguments(text)
+
+
+@pytest.mark.parametrize("reply, error", [
+    ('{"action": "read_file", "action_input": {"path": }}', NOT_REPAIRED["key-without-value"]),
+    ("{'action': 'read_file', 'action_input': {'path': },}", NOT_REPAIRED["key-without-value"]),
+    ('{"actions": [{"action": "add", "action_input": {"a": 0755, "b": 1}}]}', NOT_REPAIRED["leading-zero"]),
+    ('Thought: x\n```json\n{"action": "add", "action_input": {"a": 09, "b": 30,}}\n```', NOT_REPAIRED["leading-zero"]),
+])
+def test_a_json_style_action_a_repair_would_change_is_refused(reply, error):
+    # the json style repairs near-JSON actions: not into "" for a missing value, nor 755 for 0755
+    action = parse_reply(reply, style="json", tools=_TOOLS_FOR_ZEROS)
+    assert isinstance(action, ParseFailure) and action.error == error
+
+
+def test_near_json_that_names_no_action_is_not_refused_for_its_zeros():
+    # prose holding near-JSON with zeros: the json style asks for its format, as for any prose with braces
+    action = parse_reply("The codes are {status: 007} and {'id': 'A-01'}.", style="json", tools=_TOOLS_FOR_ZEROS)
+    assert isinstance(action, ParseFailure) and action.error == 'no JSON object with an "action" key was found'
+    action = parse_reply("The codes are {status: 007}.", style="native", tools=_TOOLS_FOR_ZEROS)
+    assert action == FinalAnswer("The codes are {status: 007}.")
+    action = parse_reply('{"action": "add", "action_input": {"a": 3, "b": "007",},}', style="json",
+                         tools=_TOOLS_FOR_ZEROS)
+    assert isinstance(action, ToolAction) and action.calls[0].arguments == {"a": 3, "b": "007"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(), st.sampled_from(["", ",", " ,"]))
+def test_a_json_style_action_with_a_leading_zero_never_runs_another_number(number, trailing):
+    written = ("-0" if number < 0 else "0") + str(abs(number))
+    reply = '{"action": "add", "action_input": {"a": ' + written + ', "b": 1' + trailing + '}}'
+    action = parse_reply(reply, style="json", tools=_TOOLS_FOR_ZEROS)
+    assert isinstance(action, ParseFailure) and action.error == NOT_REPAIRED["leading-zero"]
+
+
+_TOOLS_FOR_ZEROS = {
+    "add": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "required": ["a", "b"]},
+    "read_file": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+}

@@ -20,6 +20,7 @@ import json
 import math
 import operator
 import re
+from collections.abc import Iterator
 from itertools import accumulate
 from typing import Any
 
@@ -200,28 +201,43 @@ def string_end(text: str, start: int, stop: int | None = None) -> int | None:
         i = match.end() + 1
 
 
-def key_without_value(text: str) -> bool:
-    """True when a ``:`` outside string literals (as :func:`string_end` reads them) is followed, after JSON
-    whitespace, by ``,``, ``}`` or the end of ``text``: ``{"path": }``. Linear in ``len(text)``."""
+def outside_strings(text: str) -> Iterator[tuple[int, int]]:
+    """The spans ``(start, end)`` of ``text`` outside string literals (double- or single-quoted, as
+    :func:`string_end` reads them), in order; none after a string that never closes. Linear in ``len(text)``."""
     i = 0
     while True:
-        match = _COLON_OR_QUOTE.search(text, i)
+        match = _QUOTE.search(text, i)
         if match is None:
-            return False
-        if match.group() != ":":
-            after = string_end(text, match.start())
-            if after is None:
-                return False
-            i = after
-            continue
-        i = match.end()
-        while i < len(text) and text[i] in JSON_SPACE:
-            i += 1
-        if i == len(text) or text[i] in ",}":
-            return True
+            yield i, len(text)
+            return
+        yield i, match.start()
+        after = string_end(text, match.start())
+        if after is None:
+            return
+        i = after
 
 
-_COLON_OR_QUOTE = re.compile(r"[:\"']")
+_QUOTE = re.compile(r"[\"']")
+_NO_VALUE = re.compile(r":[ \t\n\r]*[,}]")
+_NO_VALUE_AT_END = re.compile(r":[ \t\n\r]*\Z")
+_LEADING_ZERO = re.compile(r"(?<![\w.\-])-?0\d+(?:\.\d+)?")  # a number: not inside a word, decimal or date
+
+
+def key_without_value(text: str) -> bool:
+    """True when a ``:`` outside string literals is followed, after JSON whitespace, by ``,``, ``}`` or the end of
+    ``text``: ``{"path": }``. Linear in ``len(text)``."""
+    return any(_NO_VALUE.search(text, start, end) or (end == len(text) and _NO_VALUE_AT_END.search(text, start))
+               for start, end in outside_strings(text))
+
+
+def leading_zero(text: str) -> str | None:
+    """The first number outside string literals written with a leading zero (``03``, ``-007``, ``0755``), which
+    JSON does not allow (RFC 8259, section 6), or None. Linear in ``len(text)``."""
+    for start, end in outside_strings(text):
+        match = _LEADING_ZERO.search(text, start, end)
+        if match is not None:
+            return match.group()
+    return None
 
 
 def scan_end(text: str, start: int, limit: int | None = None) -> tuple[int | None, int, bool]:

@@ -169,14 +169,16 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
     Accepts a dict; None, "" or whitespace (-> ``{}``); a JSON object string; a JSON string holding a JSON object
     string (double-encoded); and near-JSON that ``json_repair`` can fix (single quotes, Python ``None``/``True``,
     trailing commas, unquoted keys). Two objects one after the other (``{"a": 1}{"a": 2}``, calls glued together,
-    whatever text lies between them) are refused, not merged or cut to one; empty objects before or after the
-    object (``{}{"a": 1}``: a server that streamed ``{}`` before the real arguments) are ignored. A key with no
-    value (``{"path": }``) is refused, not repaired into ``""``. Raises :class:`ArgumentsError` with the decoder's
-    message when the result is not a JSON object; never returns the raw string in place of arguments. Arguments cut off before their end (an
+    whatever text lies between them) are refused, not merged or cut to one; empty objects before or after the object
+    (``{}{"a": 1}``: a server that streamed ``{}`` before the real arguments) are ignored. A key with no value
+    (``{"path": }``) is refused, not repaired into ``""``; so is a number with a leading zero (``0755``, ``09:30``:
+    a repair would send 755 and 9). Raises :class:`ArgumentsError` with the decoder's message when the result is not
+    a JSON object; never returns the raw string in place of arguments. Arguments cut off before their end (an
     unterminated string, an object still open) are refused as truncated, never repaired into a shorter value;
     arguments nested deeper than :data:`~thinkflow.model.json_limits.MAX_DEPTH` levels are refused (no
     ``RecursionError``); NaN, Infinity and floats beyond the float range are refused (JSON has no such numbers),
-    also after a repair; near-JSON longer than :data:`~thinkflow.model.json_limits.MAX_REPAIR_CHARS` is not repaired.
+    also after a repair; near-JSON longer than :data:`~thinkflow.model.json_limits.MAX_REPAIR_CHARS` is not
+    repaired.
     """
     value = raw
     for attempt in range(3):  # dict, JSON string, or a JSON string inside a JSON string
@@ -261,6 +263,10 @@ def _repair(text: str, strict_error: json.JSONDecodeError) -> Any:
     if json_limits.key_without_value(stripped):  # '{"path": }': a repair would invent "" for it
         raise ArgumentsError(f"arguments have a key with no value ({where}); send a value for every argument, or "
                              "leave the key out")
+    zero = json_limits.leading_zero(stripped)
+    if zero is not None:  # '{"mode": 0755}', '{"at": 09:30}': a repair would send 755, or 9
+        raise ArgumentsError(f"arguments have a number with a leading zero ({zero}), which JSON does not allow; "
+                             f"send it as a string if the zeros matter (\"{zero}\"), else without them")
     import json_repair
 
     try:

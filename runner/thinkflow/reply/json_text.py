@@ -51,6 +51,14 @@ NUMBER = "number"
 ACTION_NUMBER = "action-number"
 """Note: such a value was (or held) an action: an ``action``/``actions``/``action_input``/``arguments`` key, or a
 Python-style call. The reply is refused whole, so the other actions beside it are not taken alone."""
+NOT_REPAIRED = {
+    "key-without-value": "an action's arguments have a key with no value; send a value for every argument, or leave "
+                         "the key out",
+    "leading-zero": "an action holds a number with a leading zero, which JSON does not allow; send it as a string if "
+                    "the zeros matter, else without them",
+}
+"""Notes: an action's near-JSON was not repaired because a repair would send a value the model did not write
+(``{"path": }`` -> ``""``, ``0755`` -> 755); each note's text is what the model is told."""
 _ACTION_KEY = re.compile(r"""["']?\b(?:actions?|action_input|arguments|tool_calls?)\b["']?\s*:""")
 
 
@@ -183,8 +191,9 @@ class JsonObjects:
 
 def repair_objects(text: str, notes: set[str] | None = None) -> Iterator[Found]:
     """Near-JSON objects (single quotes, Python literals, trailing commas, unquoted keys), repaired with json_repair,
-    at each ``{`` in order (fenced blocks first). A cut-off object is never repaired; nor is one longer than
-    :data:`~thinkflow.model.json_limits.MAX_REPAIR_CHARS` or nested deeper than
+    at each ``{`` in order (fenced blocks first). A cut-off object is never repaired; nor is one a repair would
+    give values it does not hold (:data:`NOT_REPAIRED`: noted when it names an action), one longer than
+    :data:`~thinkflow.model.json_limits.MAX_REPAIR_CHARS` or one nested deeper than
     :data:`~thinkflow.model.json_limits.MAX_DEPTH`. ``notes`` as in
     :func:`iter_json_objects`."""
     notes = set() if notes is None else notes
@@ -212,7 +221,13 @@ def repair_objects(text: str, notes: set[str] | None = None) -> Iterator[Found]:
             continue  # cut off (or too long): a repair would invent the rest
         repair_left -= end - start
         repairs_left -= 1
-        value = _repair(text[start:end])
+        chunk = text[start:end]
+        refused = _repair_would_invent(chunk)
+        if refused is not None:
+            if _ACTION_KEY.search(chunk):
+                notes.add(refused)
+            continue
+        value = _repair(chunk)
         if value is _NON_FINITE:
             note_number(notes, text, start, end)
             continue
@@ -223,6 +238,15 @@ def repair_objects(text: str, notes: set[str] | None = None) -> Iterator[Found]:
 
 
 _NON_FINITE = object()  # what _repair returns for a value holding NaN or Infinity
+
+
+def _repair_would_invent(chunk: str) -> str | None:
+    """The :data:`NOT_REPAIRED` note for near-JSON a repair would turn into values it does not hold, or None."""
+    if json_limits.key_without_value(chunk):
+        return "key-without-value"
+    if json_limits.leading_zero(chunk) is not None:
+        return "leading-zero"
+    return None
 
 
 def _repair(chunk: str) -> Any:

@@ -81,7 +81,7 @@ from thinkflow.reply.actions import (
     tool_from_input,
 )
 from thinkflow.reply.json_text import (  # noqa: F401 (DEEP, iter_json_objects: re-exported)
-    ACTION_NUMBER, DEEP, NUMBER, JsonObjects, iter_json_objects, repair_objects)
+    ACTION_NUMBER, DEEP, NOT_REPAIRED, NUMBER, JsonObjects, iter_json_objects, repair_objects)
 from thinkflow.model.messages import ToolCall
 from thinkflow.model import json_limits
 from thinkflow.reply.react_text import iter_labels, parse_react, strip_final_label
@@ -181,6 +181,9 @@ def _parse(text: Any, tool_calls: Sequence[ToolCall], style: Style, tools: Mappi
     # Rule 6.
     if _number_refused(notes, style):
         return failure(style, names, NUMBER_ERROR, thought=reasoning)
+    not_repaired = next((why for note, why in NOT_REPAIRED.items() if note in notes), None)
+    if not_repaired is not None:
+        return failure(style, names, not_repaired, thought=reasoning)
     if DEEP in notes:
         return failure(style, names, f"the reply holds JSON nested deeper than {json_limits.MAX_DEPTH} levels",
                        thought=reasoning)

@@ -1464,6 +1464,39 @@ def test_without_a_run_timeout_a_trickling_server_is_bounded_by_the_model_settin
     assert (after.status, after.answer) == ("completed", "fine")  # nothing left armed or broken
 
 
+def test_a_step_makes_no_system_call_for_the_runs_timer(openai_server, tmp_path, monkeypatch):
+    import signal
+
+    armed = []
+    real = signal.setitimer
+    monkeypatch.setattr(signal, "setitimer", lambda *args: armed.append(args) or real(*args))
+    openai_server.push(*[tool_calls([("calculator", {"expression": f"{n}+1"}, f"c{n}")]) for n in range(4)],
+                       text("done"))
+    result, _ = go(make_spec(openai_server, tmp_path), "x", tmp_path)
+    assert (result.status, result.steps) == ("completed", 5)
+    # armed at the run's deadline (loop.timeout 300 s), moved to the first call's own bound (model.timeout 20 s, no
+    # retries: earlier), disarmed when the run ends; the later calls end later still, so they arm nothing
+    assert len(armed) == 3 and 19 < armed[1][1] <= 20 and armed[2] == (signal.ITIMER_REAL, 0)
+    assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)  # the handler is given back
+
+
+def test_a_call_is_not_cut_at_the_bound_of_the_call_before_it(openai_server, tmp_path):
+    # model.timeout 0.8 s, no retries, no loop.timeout. The first call (answered after 0.4 s) arms the timer at its
+    # own bound, 0.8 s after it began. The second call, a trickle, begins at about 0.4 s: the timer fires inside it
+    # at 0.8 s, early for its bound (about 1.2 s), and must re-arm for it rather than cut it
+    import dataclasses
+
+    first = dataclasses.replace(tool_calls([("calculator", {"expression": "1+1"}, "c1")]), delay=0.4)
+    openai_server.push(first, trickle(every=0.1))
+    spec = make_spec(openai_server, tmp_path, timeout=None)
+    spec = dataclasses.replace(spec, model=dataclasses.replace(spec.model, timeout=0.8))
+    result, events = go(spec, "x", tmp_path)
+    assert result.status == "model_error" and "no complete reply within 0.8 s" in result.error
+    second_request = [e.time for e in events if e.type == "model_request"][1]
+    ended = [e.time for e in events if e.type == "run_finished"][0]
+    assert 0.75 <= ended - second_request < 5
+
+
 def test_the_conversation_summary_is_bounded_by_the_run_deadline(openai_server, tmp_path):
     import dataclasses
     import time as time_module

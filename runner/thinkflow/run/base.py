@@ -21,6 +21,7 @@ from thinkflow.model.messages import Message, ModelReply, Usage
 from thinkflow.run import events as ev
 from thinkflow.run.collaborators import RunnableAgent
 from thinkflow.run.limits import Budget
+from thinkflow.run.model_worker import RunDeadline
 from thinkflow.run.outcome import CRASHED, EXIT_CODES, STATUSES, Outcome, Status, exit_code_of
 from thinkflow.run.session import Session, Turn
 from thinkflow.run.trace import DEFAULT_TRACE_DIR, TraceWriter, new_run_id
@@ -126,6 +127,7 @@ class RunBase:
         self.started = time.monotonic()
         timeout = self.loop_spec.timeout
         self.deadline = self.started + timeout if timeout else None
+        self.alarm = RunDeadline(self.deadline)  # armed while the run works (_guarded)
         self.style = ""
         self.style_reason = ""
         self.caps: Any = None
@@ -154,8 +156,8 @@ class RunBase:
     def _call_model(self, messages: list[Message] | list[dict[str, Any]], **kwargs: Any) -> ModelReply | Outcome:
         """``client.complete(messages, **kwargs)``, bounded by the run's deadline twice over: the client cuts each
         request's timeout to about the time left (rounded up by at most a tenth, so that LiteLLM reuses its HTTP
-        clients), and :func:`thinkflow.run.model_worker.call_model` abandons the call exactly at the deadline
-        (inline under a ``SIGALRM`` timer in the main thread, else in a persistent worker thread), so a model
+        clients), and :class:`thinkflow.run.model_worker.RunDeadline` abandons the call exactly at the deadline
+        (inline under the run's ``SIGALRM`` timer in the main thread, else in a persistent worker thread), so a model
         server that trickles bytes cannot hold the run past it. The same mechanism abandons a call that outlasts
         the client's own settings (``call_limit()``: every request at ``model.timeout``, retries and fallbacks
         included), with or without a ``loop.timeout``.
@@ -165,15 +167,13 @@ class RunBase:
             when the model failed after the client's retries and fallbacks, or sent no complete reply within the
             client's ``call_limit()``.
         """
-        from thinkflow.run.model_worker import call_model
-
         started = time.monotonic()
-        remaining = self._remaining()
         limit = call_limit_of(self.client)
-        run_bound = remaining is not None and (limit is None or remaining <= limit)
+        call_ends = None if limit is None else started + limit
+        run_bound = self.deadline is not None and (call_ends is None or self.deadline <= call_ends)
         try:
-            job = call_model(lambda: self.client.complete(messages, deadline=self.deadline, **kwargs),
-                             max(remaining, 0.0) if run_bound else limit)
+            job = self.alarm.call(lambda: self.client.complete(messages, deadline=self.deadline, **kwargs),
+                                  self.deadline if run_bound else call_ends)
         finally:
             self.model_seconds += time.monotonic() - started
         finished = job.done
@@ -238,7 +238,8 @@ class RunBase:
             self.trace = TraceWriter(self.trace_path, self.agent.secrets)
         try:
             try:
-                outcome = self._work()
+                with self.alarm:
+                    outcome = self._work()
             except KeyboardInterrupt:
                 outcome = Outcome("interrupted", self._partial(), "interrupted by the user")
         except BaseException as crash:  # a broken setup (prompt template) or a bug: save, then re-raise

@@ -26,6 +26,8 @@ class MemorySteps:
     step: int
     emit: Any
     _system_prompt: Any
+    alarm: Any  # the run's RunDeadline
+    deadline: float | None
 
     def _recall(self, query: str) -> None:
         store = self.agent.long_term
@@ -49,10 +51,8 @@ class MemorySteps:
             return
         system = Message("system", self._system_prompt())
         before = [system, *self.messages]
-        from thinkflow.run.model_worker import call_model
-
-        remaining = self._remaining()  # the summary is a model call: bounded by the run's deadline like any other
-        job = call_model(lambda: short_term.compact(before), None if remaining is None else max(remaining, 0.0))
+        # the summary is a model call: bounded by the run's deadline like any other
+        job = self.alarm.call(lambda: short_term.compact(before), self.deadline)
         failure = job.error
         if not job.done or isinstance(failure, (ThinkFlowError, ValueError, TypeError)):
             why = "it was cut at the run's deadline" if not job.done else f"it failed: {failure}"

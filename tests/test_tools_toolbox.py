@@ -170,7 +170,10 @@ _SCHEMA = {"type": "object", "properties": {
     "loose": {"anyOf": [{"type": "integer"}, {"type": "number"}]},
     "open": {"anyOf": [{"type": "integer"}, {}]}, "ref": {"oneOf": [{"type": "integer"}, {"$ref": "#/$defs/n"}]},
     "ns": {"type": "array", "items": {"type": "integer"}},
-    "inner": {"type": "object", "properties": {"m": {"type": "integer"}}}}}
+    "maybe_ns": {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "null"}]},
+    "two_lists": {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "array"}]},
+    "inner": {"type": "object", "properties": {"m": {"type": "integer"}}},
+    "maybe_inner": {"oneOf": [{"type": "null"}, {"type": "object", "properties": {"m": {"type": "integer"}}}]}}}
 _NUMBER = st.one_of(st.integers(-10**9, 10**9), st.floats(allow_nan=False, allow_infinity=False, width=32))
 
 
@@ -179,7 +182,11 @@ _NUMBER = st.one_of(st.integers(-10**9, 10**9), st.floats(allow_nan=False, allow
                                            "maybe": st.one_of(st.none(), _NUMBER), "loose": _NUMBER,
                                            "open": _NUMBER, "ref": _NUMBER,
                                            "ns": st.lists(_NUMBER, max_size=4),
+                                           "maybe_ns": st.one_of(st.none(), st.lists(_NUMBER, max_size=4)),
+                                           "two_lists": st.lists(_NUMBER, max_size=4),
                                            "inner": st.fixed_dictionaries({}, optional={"m": _NUMBER}),
+                                           "maybe_inner": st.one_of(st.none(), st.fixed_dictionaries(
+                                               {}, optional={"m": _NUMBER})),
                                            "extra": _NUMBER}))
 def test_whole_numbers_changes_only_integral_floats_of_integer_parameters(arguments):
     out = whole_numbers(_SCHEMA, arguments)
@@ -187,9 +194,13 @@ def test_whole_numbers_changes_only_integral_floats_of_integer_parameters(argume
     integer_places = [(out.get("n"), arguments.get("n")), (out.get("either"), arguments.get("either")),
                       (out.get("maybe"), arguments.get("maybe")),
                       *zip(out.get("ns", []), arguments.get("ns", [])),
-                      (out.get("inner", {}).get("m"), arguments.get("inner", {}).get("m"))]
+                      *zip(out.get("maybe_ns") or [], arguments.get("maybe_ns") or []),  # Optional[list[int]]
+                      (out.get("inner", {}).get("m"), arguments.get("inner", {}).get("m")),
+                      ((out.get("maybe_inner") or {}).get("m"), (arguments.get("maybe_inner") or {}).get("m"))]
     for new, old in integer_places:
         whole = isinstance(old, float) and old.is_integer()
         assert type(new) is (int if whole else type(old))
     for key in ("x", "loose", "open", "ref", "extra"):  # not integer-only parameters: untouched
         assert type(out.get(key)) is type(arguments.get(key))
+    # two branches may hold a list, one of them of any numbers: which one the value meant is unknown, so untouched
+    assert [type(v) for v in out.get("two_lists", [])] == [type(v) for v in arguments.get("two_lists", [])]

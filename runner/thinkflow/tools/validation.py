@@ -213,7 +213,7 @@ def whole_numbers(schema: Any, value: Any) -> Any:
     """``value`` (arguments that passed :func:`check_arguments`) with each float where ``schema`` asks for an
     integer (``10.0``, which JSON Schema counts as an integer) made an ``int``: where the schema's types (``type``,
     and those of ``anyOf``/``oneOf`` branches) include integer and not number, in object properties and array
-    items at any depth. A shell or HTTP tool would otherwise see ``10.0`` where its parameter says integer.
+    items at any depth, through the one ``anyOf``/``oneOf`` branch that may hold an object or array. A shell or HTTP tool would otherwise see ``10.0`` where its parameter says integer.
     Returns ``value`` itself when nothing changes."""
     if isinstance(value, float) and _integer_only(schema) and value.is_integer():
         return int(value)
@@ -227,7 +227,18 @@ def whole_numbers(schema: Any, value: Any) -> Any:
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         items = [whole_numbers(schema["items"], item) for item in value]
         return items if any(new is not old for new, old in zip(items, value)) else value
+    if isinstance(value, (dict, list)):  # Optional[list[int]]: the one anyOf/oneOf branch that may hold the value
+        fitting = _branches_for(schema, "object" if isinstance(value, dict) else "array")
+        if len(fitting) == 1:
+            return whole_numbers(fitting[0], value)
     return value
+
+
+def _branches_for(schema: dict[str, Any], kind: str) -> list[Any]:
+    """The ``anyOf``/``oneOf`` branches of ``schema`` that may hold a value of JSON type ``kind`` (a branch that
+    names no type may hold any)."""
+    branches = [branch for key in ("anyOf", "oneOf") if isinstance(schema.get(key), list) for branch in schema[key]]
+    return [branch for branch in branches if (_types(branch) or {"any"}) & {kind, "any"}]
 
 
 def _enum_match(value: Any, schema: Any, aliases: Mapping[str, str]) -> Any:

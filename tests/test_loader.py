@@ -128,6 +128,14 @@ def test_unset_variable_without_default_names_key_and_variable(tmp_path):
     ]
 
 
+def test_a_prompt_variable_named_self_is_refused(tmp_path):
+    # Jinja resolves {{ self }} to the template itself: a run would say "<TemplateReference None>" for it
+    f = write(tmp_path / "a.yaml", AGENT_HEAD + "prompt:\n  text: 'You are {{ self }}.'\n  vars: {self: a helper}\n")
+    assert issues_of(load_agent, f) == [
+        f"{f}:5:10: prompt.vars.self: prompt variable 'self' cannot be read in a template (Jinja reserves the name "
+        "for the template itself) (rename it)"]
+
+
 def test_template_variable_the_agent_does_not_provide(tmp_path):
     write(tmp_path / "prompts" / "p.j2", "You are {{ agent_name }} at {{ company }}.\nToday is {{ current_date }}.\n")
     f = write(tmp_path / "agents.d" / "a.yaml", AGENT_HEAD + "prompt:\n  system: prompts/p.j2\n  vars: {company: Acme}\n")

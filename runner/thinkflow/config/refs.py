@@ -190,6 +190,9 @@ class _AgentRefs:
         else:
             return None
         given = prompt.get("vars") if isinstance(prompt.get("vars"), dict) else {}
+        if "self" in given:  # Jinja resolves {{ self }} to the template itself: the value would never be read
+            self.issue(("prompt", "vars", "self"), "prompt variable 'self' cannot be read in a template (Jinja "
+                       "reserves the name for the template itself)", "rename it", key=True)
         template_name = str(found) if found else "prompt.text"
         try:
             names = template_variables(source, name=template_name)

@@ -27,7 +27,8 @@ class ModelSpec:
             for the embedded model, or None for the default (embedded unless a provider key is set).
         temperature: sampling temperature, or None for the provider default.
         max_tokens: cap on generated tokens per call, or None.
-        timeout: seconds one model call may take before it fails (always passed explicitly).
+        timeout: seconds one model request may take before it fails (always passed explicitly); with num_retries and
+            fallbacks it bounds a whole call too (:meth:`thinkflow.model.client.LiteLLMClient.call_limit`).
         num_retries: retries on transient errors (429, 5xx, connection), with backoff honouring Retry-After.
         fallbacks: model strings tried in order when the main model fails after retries.
         api_base: provider base URL (``http://127.0.0.1:11434`` for Ollama), or None.

@@ -16,6 +16,7 @@ from thinkflow.reply.parsing import (
     match_tool_name,
     parse_reply,
 )
+from thinkflow.reply.json_text import NOT_REPAIRED
 
 CALC = {
     "type": "object",
@@ -392,6 +393,27 @@ def test_native_two_tagged_calls_recovered_in_order():
         '<tool_call>{"name": "now", "arguments": {}}</tool_call>'
     )
     assert calls_of(native(text)) == [("search", {"query": "a"}), ("now", {})]
+
+
+@pytest.mark.parametrize("text, calls", [
+    ('<tool_call>{"name": "calculator", "arguments": {"expression": "2*21"},}</tool_call>',
+     [("calculator", {"expression": "2*21"})]),
+    ("<tool_call>\n{'name': 'search', 'arguments': {'query': 'a'}}\n</tool_call>", [("search", {"query": "a"})]),
+    ('<tool_call>{"name": "now", "arguments": {}}</tool_call><tool_call>{name: "search", arguments: {query: "b"}}'
+     '</tool_call>', [("now", {})]),  # a strict call was read: near-JSON beside it is not guessed at
+])
+def test_native_near_json_in_tool_call_tags_is_repaired(text, calls):
+    # was the final answer: the tag and its near-JSON handed to the user as the run's answer
+    assert calls_of(native(text)) == calls
+
+
+def test_native_near_json_in_a_tag_a_repair_would_change_is_refused():
+    action = native('<tool_call>{"name": "calculator", "arguments": {"expression": },}</tool_call>')
+    assert isinstance(action, ParseFailure) and action.error == NOT_REPAIRED["key-without-value"]
+
+
+def test_untagged_near_json_in_native_prose_stays_the_answer():
+    assert native("Use {'name': 'search'} next time.") == FinalAnswer("Use {'name': 'search'} next time.")
 
 
 def test_native_tool_call_in_fence_recovered():

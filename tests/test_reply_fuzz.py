@@ -235,6 +235,25 @@ def test_python_style_calls_carry_exactly_their_arguments(args, answer, spelling
 
 
 @FUZZ
+@given(args=st.dictionaries(st.sampled_from(["query", "limit", "page"]), CALL_VALUES, min_size=1, max_size=3),
+       comma=st.sampled_from([",}", "}"]), quote=st.booleans(), style=st.sampled_from(["native", "json"]))
+def test_near_json_calls_carry_exactly_their_arguments_or_are_refused(args, comma, quote, style):
+    """A call in near-JSON (a trailing comma, single-quoted names) -- a native reply's ``<tool_call>`` tag, a json
+    style action -- is repaired into a call with exactly the arguments written, or refused; never other values."""
+    args = {"query": "q", **args}
+    name = "'search'" if quote else '"search"'
+    if style == "native":
+        text = f'<tool_call>{{"name": {name}, "arguments": {json.dumps(args)}{comma}</tool_call>'
+    else:
+        text = f'{{"action": {name}, "action_input": {json.dumps(args)}{comma}'
+    action = parse_reply(text, style=style, tools=TOOLS)
+    if isinstance(action, ToolAction):
+        assert [(c.name, c.arguments) for c in action.calls] == [("search", args)]
+    else:
+        assert isinstance(action, ParseFailure), action
+
+
+@FUZZ
 @given(head=st.sampled_from(["f()", "calculator(expression=\"2\")", "search", "final_answer\n{}", "```\nf()"]),
        pad=st.sampled_from([" ", "\n", "\t", " ;", "`"]), count=st.integers(1_000, 19_000),
        tail=st.sampled_from(["x", ")", "}", "```", ""]), style=STYLES)

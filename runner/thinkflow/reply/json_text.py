@@ -19,7 +19,7 @@ import bisect
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from thinkflow.model import json_limits
 
@@ -103,15 +103,7 @@ def iter_json_objects(text: str, notes: set[str] | None = None) -> Iterator[Foun
             the search stopped at a bound (see the module docstring).
     """
     notes = set() if notes is None else notes
-    tag_ends = [m.end() for m in _TOOL_CALL_TAG.finditer(text)]
-    blank_ends = [_SPACE.match(text, end).end() for end in tag_ends]  # where the blank after each tag stops
-
-    def tagged(pos: int) -> bool:
-        if not tag_ends:
-            return False
-        i = bisect.bisect_right(tag_ends, pos) - 1
-        return i >= 0 and blank_ends[i] >= pos
-
+    tagged = tag_follows(text)
     budget = SCAN_FACTOR * len(text) + SCAN_EXTRA
     failures = 0
 
@@ -189,6 +181,21 @@ class JsonObjects:
                 return
 
 
+def tag_follows(text: str) -> Callable[[int], bool]:
+    """A test of a position in ``text``: True when a ``<tool_call>`` tag comes right before it (blank space
+    between allowed). Each test takes a binary search over the tags."""
+    tag_ends = [m.end() for m in _TOOL_CALL_TAG.finditer(text)]
+    blank_ends = [_SPACE.match(text, end).end() for end in tag_ends]  # where the blank after each tag stops
+
+    def tagged(pos: int) -> bool:
+        if not tag_ends:
+            return False
+        i = bisect.bisect_right(tag_ends, pos) - 1
+        return i >= 0 and blank_ends[i] >= pos
+
+    return tagged
+
+
 def repair_objects(text: str, notes: set[str] | None = None) -> Iterator[Found]:
     """Near-JSON objects (single quotes, Python literals, trailing commas, unquoted keys), repaired with json_repair,
     at each ``{`` in order (fenced blocks first). A cut-off object is never repaired; nor is one a repair would
@@ -199,6 +206,7 @@ def repair_objects(text: str, notes: set[str] | None = None) -> Iterator[Found]:
     notes = set() if notes is None else notes
     scan_left, repair_left, repairs_left = REPAIR_SCAN_CHARS, REPAIR_CHARS, MAX_REPAIRS
     tried: set[int] = set()
+    tagged = tag_follows(text)
 
     def starts() -> Iterator[int]:
         yield from _fenced_starts(text)
@@ -234,7 +242,7 @@ def repair_objects(text: str, notes: set[str] | None = None) -> Iterator[Found]:
         if isinstance(value, list) and value and isinstance(value[0], dict):
             value = value[0]
         if isinstance(value, dict) and value and not json_limits.too_deep(value):
-            yield Found(value, start, end, False, False)
+            yield Found(value, start, end, False, tagged(start))
 
 
 _NON_FINITE = object()  # what _repair returns for a value holding NaN or Infinity
@@ -256,7 +264,26 @@ def _repair(chunk: str) -> Any:
         value = json_repair.loads(chunk)
     except Exception:  # noqa: BLE001 - a third-party repair of untrusted text: any failure means "nothing here"
         return None
-    return _NON_FINITE if json_limits.non_finite(value) else value  # NaN or Infinity: JSON has no such number
+    if json_limits.non_finite(value):
+        return _NON_FINITE  # NaN or Infinity: JSON has no such number
+    return _join_surrogates(value)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _join_surrogates(value: Any) -> Any:
+    """``value`` with each escaped UTF-16 surrogate pair (``"\\ud83d\\ude00"``) joined into its one character, as
+    :func:`json.loads` reads it; json_repair leaves the two halves apart. A lone half stays, as in json.loads."""
+    if isinstance(value, str):
+        if not _SURROGATE.search(value):
+            return value
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    if isinstance(value, list):
+        return [_join_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_join_surrogates(key): _join_surrogates(item) for key, item in value.items()}
+    return value
 
 
 def cut_fence(chunk: str) -> str:

@@ -11,14 +11,14 @@ import ast
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from thinkflow.model import json_limits
 from thinkflow.model.messages import ArgumentsError, ToolCall
 from thinkflow.reply.actions import (Action, FinalAnswer, Style, ToolAction, arguments_failure, decode_input,
                                      describe_keys, is_final_name, match_tool_name, new_call_id)
-from thinkflow.reply.json_text import ACTION_NUMBER, NUMBER, JsonObjects
+from thinkflow.reply.json_text import ACTION_NUMBER, NUMBER, Found, JsonObjects, repair_objects
 
 
 def as_text(content: Any) -> str:
@@ -239,7 +239,8 @@ def call_arguments(positional: list[Any], keywords: dict[str, Any], schema: Any)
 
 def recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Mapping[str, Any], reasoning: str
                         ) -> Action | None:
-    """Tool calls written as text: JSON call shapes (fenced, tagged or bare) naming a known tool, else
+    """Tool calls written as text: JSON call shapes (fenced, tagged or bare) naming a known tool, else near-JSON ones
+    inside ``<tool_call>`` tags (a trailing comma, single quotes: repaired, as in the json style), else
     ``<function name=... arguments='...'/>`` tags or ``<function><name>`` elements. None when there are none."""
     names = list(tools)
     calls: list[ToolCall] = []
@@ -275,7 +276,12 @@ def recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Map
     for raw_name, raw_args in _attribute_calls(body, tools) if not calls else ():
         if match_tool_name(raw_name, names) in names:
             add(match_tool_name(raw_name, names), raw_args)
-    for found in objects if not calls else ():
+    def candidates() -> Iterator[Found]:
+        yield from objects
+        if not calls and "<tool_call>" in body.lower():  # near-JSON in a tag ('{"a": 1,}'): repaired, never into
+            yield from (found for found in repair_objects(body, objects.notes) if found.tagged)  # values not there
+
+    for found in candidates() if not calls else ():
         shapes = tool_call_shapes(found.value)
         if not shapes:
             continue

@@ -1515,6 +1515,28 @@ def test_the_conversation_summary_is_bounded_by_the_run_deadline(openai_server, 
         "the conversation summary was dropped: it was cut at the run's deadline"]
 
 
+def test_the_conversation_summary_is_bounded_by_its_model_without_a_run_deadline(openai_server, tmp_path):
+    # no loop.timeout: the summary call is cut at its model's own bound (model.timeout 0.6 s, no retries), the run
+    # goes on without the summary and completes
+    import dataclasses
+    import time as time_module
+
+    from thinkflow.config.spec import MemorySpec, ShortTermSpec
+
+    openai_server.push(tool_calls([("calculator", {"expression": "1+1"}, "c1")]),
+                       tool_calls([("calculator", {"expression": "2+2"}, "c2")]), trickle(every=0.1), text("4"))
+    spec = dataclasses.replace(make_spec(openai_server, tmp_path, timeout=None),
+                               memory=MemorySpec(short_term=ShortTermSpec(summarize_after=3)))
+    spec = dataclasses.replace(spec, model=dataclasses.replace(spec.model, timeout=0.6))
+    began = time_module.monotonic()
+    result, events = go(spec, "x", tmp_path)
+    assert (result.status, result.answer) == ("completed", "4") and time_module.monotonic() - began < 10
+    assert openai_server.requests[2]["messages"][0]["content"].startswith("Summar")  # the trickled call: the summary
+    assert [e.message for e in events if e.type == "warning" and e.code == "summary"] == [
+        "the conversation summary was dropped: no complete reply within 0.6 s, the longest its model's timeout, "
+        "num_retries and fallbacks allow"]
+
+
 def test_the_deadline_holds_for_each_run_after_an_abandoned_call(openai_server, tmp_path):
     # a hung call is abandoned at the deadline; its worker stays busy, so the next run gets another worker and
     # its own deadline holds too, and a run after that still completes

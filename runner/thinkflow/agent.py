@@ -15,7 +15,7 @@ from thinkflow.config.spec import AgentSpec, ModelSpec
 from thinkflow.memory.longterm import LongTermMemory
 from thinkflow.memory.policy import RememberFactTool
 from thinkflow.memory.shortterm import ShortTermMemory
-from thinkflow.model.client import ModelClient, build_client
+from thinkflow.model.client import ModelClient, build_client, call_limit_of
 from thinkflow.model.resolution import resolve_model
 from thinkflow.model.messages import Message
 from thinkflow.prompting.templates import check_prompt_vars
@@ -91,10 +91,17 @@ def with_prompt_vars(spec: AgentSpec, prompt_vars: dict[str, Any] | None) -> Age
     return dataclasses.replace(spec, prompt=prompt)
 
 
-def make_summarizer(client: ModelClient) -> Callable[[Sequence[Message]], str]:
-    """A ``summarize(messages) -> str`` for short-term memory: one call of ``client`` over a plain transcript."""
+class Summarizer:
+    """``summarize(messages) -> str`` for short-term memory: one call of ``client`` over a plain transcript.
 
-    def summarize(messages: Sequence[Message]) -> str:
+    Args:
+        client: the model that writes the summary (``memory.short_term.summary_model``, else the agent's).
+    """
+
+    def __init__(self, client: ModelClient):
+        self.client = client
+
+    def __call__(self, messages: Sequence[Message]) -> str:
         lines = []
         for m in messages:
             text = m.content
@@ -103,9 +110,11 @@ def make_summarizer(client: ModelClient) -> Callable[[Sequence[Message]], str]:
                 text = f"{text}\n[called {calls}]".strip()
             lines.append(f"{m.role}: {text}")
         request = [Message("system", SUMMARY_INSTRUCTION), Message("user", "\n\n".join(lines))]
-        return client.complete(request).text
+        return self.client.complete(request).text
 
-    return summarize
+    def call_limit(self) -> float | None:
+        """The most seconds one summary may take (the client's ``call_limit()``), or None when it has none."""
+        return call_limit_of(self.client)
 
 
 def build(
@@ -154,7 +163,7 @@ def build(
     short_term = ShortTermMemory(
         st,
         count_tokens=getattr(client, "count_tokens", None),
-        summarize=make_summarizer(summary_client) if st.summarize_after is not None else None,
+        summarize=Summarizer(summary_client) if st.summarize_after is not None else None,
     )
 
     long_term = None

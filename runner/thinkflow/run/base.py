@@ -168,12 +168,9 @@ class RunBase:
             client's ``call_limit()``.
         """
         started = time.monotonic()
-        limit = call_limit_of(self.client)
-        call_ends = None if limit is None else started + limit
-        run_bound = self.deadline is not None and (call_ends is None or self.deadline <= call_ends)
+        bound, run_bound, limit = self._call_bound(self.client, started)
         try:
-            job = self.alarm.call(lambda: self.client.complete(messages, deadline=self.deadline, **kwargs),
-                                  self.deadline if run_bound else call_ends)
+            job = self.alarm.call(lambda: self.client.complete(messages, deadline=self.deadline, **kwargs), bound)
         finally:
             self.model_seconds += time.monotonic() - started
         finished = job.done
@@ -190,6 +187,16 @@ class RunBase:
         if failure is not None:
             raise failure
         return job.result
+
+    def _call_bound(self, client: Any, started: float) -> tuple[float | None, bool, float | None]:
+        """When to abandon a call of ``client`` begun at ``started`` (``time.monotonic()`` seconds): ``(bound,
+        run_bound, limit)``, the earlier of the run's deadline and ``started`` plus the client's ``call_limit()``
+        (``limit``, seconds, None when it has none); ``run_bound`` is True when the bound is the run's deadline.
+        ``bound`` is None when neither exists."""
+        limit = call_limit_of(client)
+        call_ends = None if limit is None else started + limit
+        run_bound = self.deadline is not None and (call_ends is None or self.deadline <= call_ends)
+        return (self.deadline if run_bound else call_ends), run_bound, limit
 
     # ------------------------------------------------------------------------------------------------ limits
     def _remaining(self) -> float | None:

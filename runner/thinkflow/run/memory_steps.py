@@ -7,6 +7,7 @@ the system prompt's cache) and report through its events; a memory failure is a 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from thinkflow.errors import ThinkFlowError
@@ -51,11 +52,14 @@ class MemorySteps:
             return
         system = Message("system", self._system_prompt())
         before = [system, *self.messages]
-        # the summary is a model call: bounded by the run's deadline like any other
-        job = self.alarm.call(lambda: short_term.compact(before), self.deadline)
+        # the summary is a model call: bounded like any other, by the run's deadline and by its model's own settings
+        bound, run_bound, limit = self._call_bound(short_term.summarize, time.monotonic())
+        job = self.alarm.call(lambda: short_term.compact(before), bound)
         failure = job.error
         if not job.done or isinstance(failure, (ThinkFlowError, ValueError, TypeError)):
-            why = "it was cut at the run's deadline" if not job.done else f"it failed: {failure}"
+            why = (f"it failed: {failure}" if job.done else "it was cut at the run's deadline" if run_bound
+                   else f"no complete reply within {limit:g} s, the longest its model's timeout, num_retries and "
+                        f"fallbacks allow")
             self.emit(ev.RunWarning(f"the conversation summary was dropped: {why}", code="summary", step=self.step))
             return
         if failure is not None:

@@ -17,6 +17,7 @@ from thinkflow.reply.parsing import (
     parse_reply,
 )
 from thinkflow.reply.json_text import NOT_REPAIRED
+from thinkflow.reply.parsing import TAG_UNREADABLE
 
 CALC = {
     "type": "object",
@@ -410,6 +411,19 @@ def test_native_near_json_in_tool_call_tags_is_repaired(text, calls):
 def test_native_near_json_in_a_tag_a_repair_would_change_is_refused():
     action = native('<tool_call>{"name": "calculator", "arguments": {"expression": },}</tool_call>')
     assert isinstance(action, ParseFailure) and action.error == NOT_REPAIRED["key-without-value"]
+
+
+@pytest.mark.parametrize("text", [
+    "<tool_call>calculator 2*21</tool_call>",
+    '<tool_call>\n{"name": "calculator", "arguments": {"expression": "2*',  # cut off by max_tokens
+    "I will compute it.\n<TOOL_CALL>\n</tool_call>",
+    "<function=calculator>2*21",
+])
+def test_native_tag_with_no_readable_call_is_not_the_answer(text):
+    # was the final answer: the tag and its contents handed to the user
+    action = native(text)
+    assert isinstance(action, ParseFailure) and action.error == TAG_UNREADABLE
+    assert action.kind == "format" and "Your last reply could not be used" in action.message
 
 
 def test_untagged_near_json_in_native_prose_stays_the_answer():

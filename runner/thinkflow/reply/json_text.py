@@ -181,6 +181,11 @@ class JsonObjects:
                 return
 
 
+def has_tool_call_tag(text: str) -> bool:
+    """True when ``text`` holds a ``<tool_call>`` tag (any case): the reply meant to call a tool."""
+    return _TOOL_CALL_TAG.search(text) is not None
+
+
 def tag_follows(text: str) -> Callable[[int], bool]:
     """A test of a position in ``text``: True when a ``<tool_call>`` tag comes right before it (blank space
     between allowed). Each test takes a binary search over the tags."""

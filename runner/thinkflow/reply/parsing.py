@@ -29,7 +29,8 @@ first that yields an action:
 5. Recovery, whatever the style: a tool call written in the text -- inside ``<tool_call>...</tool_call>`` tags,
    in a fenced block, or bare -- in one of the shapes ``{"name", "arguments"}``, ``{"name", "parameters"}``,
    ``{"function": {"name", "arguments"}}``, ``{"action", "action_input"}`` or ``{"tool_calls": [...]}``, is run
-   when its name is a known tool (inside ``<tool_call>`` tags it is a tool call whatever the name);
+   when its name is a known tool (inside ``<tool_call>`` tags it is a tool call whatever the name, and near-JSON
+   there is repaired as in the json style when no strict call was found);
    ``{"action": "final_answer", "action_input": ...}`` finishes; so are ``<function name="x" arguments='{..}'/>``
    tags, ``<function><name>x</name><arguments><k>v</k>...</arguments></function>`` elements and a reply that is
    one Python-style call of literals, ``x({...})`` / ``x(k="v")`` / ``final_answer("...")``
@@ -38,8 +39,9 @@ first that yields an action:
 6. Otherwise: JSON nested deeper than :data:`~thinkflow.model.json_limits.MAX_DEPTH` levels is a
    :class:`ParseFailure` (``kind="format"``); a reply with no format markers at all (no ReAct label outside
    fences, no ``{"``, no ``<tool_call>`` tag: plain prose) is the final answer in every style, as is any other
-   text in ``native`` style (a leading ``Final Answer:`` label removed); in ``json`` and ``react`` style the rest
-   is a :class:`ParseFailure` (``kind="format"``) whose message states exactly the expected format.
+   text in ``native`` style (a leading ``Final Answer:`` label removed) but for a ``<tool_call>`` tag whose call
+   could not be read, or a ``<function`` one (:data:`TAG_UNREADABLE`); in ``json`` and ``react`` style the rest is a
+   :class:`ParseFailure` (``kind="format"``) whose message states exactly the expected format.
    Whatever rule gave it, a final answer that opens with ``<tool_response>`` blocks (a small model imitating how
    its chat template shows tool results, Qwen2.5's among them) is not the answer: the text after the blocks is,
    and with nothing after them the reply is a :class:`ParseFailure` asking for the answer in the model's own
@@ -187,6 +189,8 @@ def _parse(text: Any, tool_calls: Sequence[ToolCall], style: Style, tools: Mappi
     if DEEP in notes:
         return failure(style, names, f"the reply holds JSON nested deeper than {json_limits.MAX_DEPTH} levels",
                        thought=reasoning)
+    if style == "native" and _CALL_TAG.search(body):  # a call that could not be read is no answer
+        return failure(style, names, TAG_UNREADABLE, thought=reasoning)
     if style == "native" or not has_format_markers(body):
         return FinalAnswer(strip_final_label(body).strip(), thought=reasoning)
     if style == "json":
@@ -251,6 +255,10 @@ def _echoed_schema(action: FinalAnswer, tools: Mapping[str, Any]) -> dict[str, A
 
 NUMBER_ERROR = ("the reply's JSON holds NaN, Infinity or a number beyond about 1.8e308, which JSON does not allow: "
                 "write a finite number, or the value as a string")
+
+
+TAG_UNREADABLE = ("the reply holds a <tool_call> or <function> tag, but no tool call in it could be read: write "
+                  'the call as JSON, {"name": "<tool>", "arguments": {...}}, or answer in plain text without the tag')
 
 
 _MAY_BE_NON_FINITE = re.compile(r"NaN|Infinity|\d[eE][+-]?\d{3}|\d{300}")

@@ -18,7 +18,8 @@ from thinkflow.model import json_limits
 from thinkflow.model.messages import ArgumentsError, ToolCall
 from thinkflow.reply.actions import (Action, FinalAnswer, Style, ToolAction, arguments_failure, decode_input,
                                      describe_keys, is_final_name, match_tool_name, new_call_id)
-from thinkflow.reply.json_text import ACTION_NUMBER, NUMBER, Found, JsonObjects, repair_objects
+from thinkflow.reply.json_text import (ACTION_NUMBER, NUMBER, Found, JsonObjects, has_tool_call_tag,
+                                       repair_objects)
 
 
 def as_text(content: Any) -> str:
@@ -278,7 +279,7 @@ def recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Map
             add(match_tool_name(raw_name, names), raw_args)
     def candidates() -> Iterator[Found]:
         yield from objects
-        if not calls and "<tool_call>" in body.lower():  # near-JSON in a tag ('{"a": 1,}'): repaired, never into
+        if not calls and has_tool_call_tag(body):  # near-JSON in a tag ('{"a": 1,}'): repaired, never into
             yield from (found for found in repair_objects(body, objects.notes) if found.tagged)  # values not there
 
     for found in candidates() if not calls else ():

@@ -1526,6 +1526,26 @@ def test_the_conversation_summary_is_bounded_by_its_model_without_a_run_deadline
         "num_retries and fallbacks allow"]
 
 
+def test_a_call_after_a_cut_summary_is_still_bounded(openai_server, tmp_path):
+    # the summary is cut at its model's bound (the timer fired inside it); the step's call after it trickles too and
+    # must be cut at its own bound: the timer is armed again after it fired (it was left unarmed, and the run hung)
+    import dataclasses
+
+    from thinkflow.config.spec import MemorySpec, ShortTermSpec
+
+    openai_server.push(tool_calls([("calculator", {"expression": "1+1"}, "c1")]),
+                       tool_calls([("calculator", {"expression": "2+2"}, "c2")]), trickle(every=0.1),
+                       trickle(every=0.1), text("late"))
+    spec = dataclasses.replace(make_spec(openai_server, tmp_path, timeout=None),
+                               memory=MemorySpec(short_term=ShortTermSpec(summarize_after=3)))
+    spec = dataclasses.replace(spec, model=dataclasses.replace(spec.model, timeout=0.6))
+    result, events = go(spec, "x", tmp_path)
+    assert result.status == "model_error" and "no complete reply within 0.6 s" in result.error
+    assert result.duration_s < 8
+    assert [e.code for e in events if e.type == "warning"] == ["summary"]
+    assert len(openai_server.requests) == 4  # the two steps, the summary, the step cut at its bound
+
+
 def test_the_deadline_holds_for_each_run_after_an_abandoned_call(openai_server, tmp_path):
     # a hung call is abandoned at the deadline; its worker stays busy, so the next run gets another worker and
     # its own deadline holds too, and a run after that still completes

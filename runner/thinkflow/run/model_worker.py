@@ -148,6 +148,7 @@ class RunDeadline:
         now = time.monotonic()
         if now >= self._until:
             self._until = math.inf  # raised once; a second signal must not raise in the caller
+            self._expiry = math.inf  # the timer has fired and is disarmed: the next call must arm it again
             raise DeadlinePassed
         after = min(self._until, self._run_end())
         self._arm(after if after > now else math.inf)  # a deadline passed between calls: the loop ends the run

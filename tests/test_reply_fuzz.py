@@ -28,6 +28,7 @@ from thinkflow.model.messages import ArgumentsError, ToolCall, decode_arguments
 from thinkflow.model.replies import normalise_tool_calls
 from thinkflow.reply.actions import FinalAnswer, ParseFailure, ToolAction
 from thinkflow.reply.parsing import parse_reply
+from thinkflow.text import valid_unicode
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = int(os.environ.get("THINKFLOW_FUZZ_EXAMPLES", "150"))
@@ -46,7 +47,7 @@ TOKENS = [
     "{", "}", "[", "]", '"', "'", ":", "：", ",", "\n", "\r\n", "\t", " ", "\\", "\\u12", "None", "N/A", "",
     "search", "now", "none", "final_answer", '"action"', '"action_input"', '"name"', '"arguments"', '"thought"',
     '"tool_calls"', '"function"', "**", "__", "null", "true", "1e999", "-1.5", "NaN", "-", "#", ">", "*", "_", "`",
-    "~", "é", "\x00", "\ud7ff", "😀",
+    "~", "é", "\x00", "\ud7ff", "😀", "\\ud83d", "\\ude00", "\\udc00",
 ]
 VALID = [
     'Thought: t\nAction: search\nAction Input: {"query": "q"}',
@@ -124,7 +125,7 @@ any_reply = st.one_of(token_text, mutated(), long_runs(), deep(), st.text(max_si
 def check(action) -> None:
     """What every action must satisfy, whatever the input."""
     assert isinstance(action, (ToolAction, FinalAnswer, ParseFailure))
-    json.dumps(action.to_dict())  # the trace can always record it
+    json.dumps(action.to_dict(), ensure_ascii=False).encode("utf-8")  # the trace can always record it
     if isinstance(action, ToolAction):
         ids = [c.id for c in action.calls]
         assert action.calls and len(set(ids)) == len(ids)
@@ -251,6 +252,31 @@ def test_near_json_calls_carry_exactly_their_arguments_or_are_refused(args, comm
         assert [(c.name, c.arguments) for c in action.calls] == [("search", args)]
     else:
         assert isinstance(action, ParseFailure), action
+
+
+ESCAPED_FRAMES = [
+    '<tool_call>{"name": "search", "arguments": {"query": "%s"}}</tool_call>',
+    '<tool_call>{"name": "search", "arguments": {"query": "%s",}}</tool_call>',  # repaired
+    '{"action": "search", "action_input": {"query": "%s"}}',
+    "{'action': 'search', 'action_input': {'query': '%s',},}",  # repaired
+    'Action: search\nAction Input: {"query": "%s"}',
+]
+
+
+@FUZZ
+@given(units=st.lists(st.integers(0xD800, 0xDFFF) | st.integers(0x20, 0x7E) | st.sampled_from([0xE9, 0x1F600]),
+                      min_size=1, max_size=6),
+       frame=st.sampled_from(ESCAPED_FRAMES), style=STYLES)
+def test_escaped_surrogates_decode_to_valid_unicode(units, frame, style):
+    """``\\uXXXX`` escapes in JSON the parser decodes itself: a pair is its one character, a lone surrogate is
+    U+FFFD (as a reply's own text is read), never a string UTF-8 cannot carry (it failed the trace and the session)."""
+    escaped = "".join(f"\\u{u:04x}" if u < 0x10000 else f"\\u{0xD7C0 + (u >> 10):04x}\\u{0xDC00 + (u & 0x3FF):04x}"
+                      for u in units)
+    expected = valid_unicode("".join(map(chr, units)))
+    action = parse_reply(frame % escaped, style=style, tools=TOOLS)
+    check(action)
+    if isinstance(action, ToolAction):
+        assert [(c.name, c.arguments) for c in action.calls] == [("search", {"query": expected})]
 
 
 @FUZZ

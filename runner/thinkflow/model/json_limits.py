@@ -7,7 +7,8 @@ of a long text costs time quadratic in its length. Here decoding goes through a 
 deeper than :data:`MAX_DEPTH` is a :class:`NestingError`, never a ``RecursionError``. Numbers JSON cannot carry
 (RFC 8259 section 6: no ``NaN``, ``Infinity``; here also a float beyond about 1.8e308, which Python reads as
 infinity, and an integer longer than :data:`MAX_INT_DIGITS` digits) are a :class:`NumberError`, so no non-finite
-number reaches a tool, a trace or a session (Python's own decoder accepts all of them). :func:`scan_end` finds where
+number reaches a tool, a trace or a session (Python's own decoder accepts all of them); a lone surrogate escape
+(``"\\ud83d"``) decodes to U+FFFD, as a reply's own text is read, not to text that cannot be written. :func:`scan_end` finds where
 a near-JSON value (single quotes allowed) closes, in one pass, for the repair fallback and the truncation check;
 :func:`bracket_depth` bounds the depth of any text in C time.
 
@@ -23,6 +24,8 @@ import re
 from collections.abc import Iterator
 from itertools import accumulate
 from typing import Any
+
+from thinkflow.text import valid_unicode_in
 
 MAX_DEPTH = 100
 """Deepest nesting (objects and arrays) accepted in a reply or in tool-call arguments."""
@@ -124,7 +127,7 @@ def loads(text: str, *, check_depth: bool = True) -> Any:
     and only numbers JSON can carry. Raises ``json.JSONDecodeError`` (a :class:`NumberError` for NaN, Infinity, a
     float overflow or a too-long integer) or :class:`NestingError` (also past Python's recursion limit)."""
     try:
-        value = DECODER.decode(text)
+        value = _valid(DECODER.decode(text), "\\u" in text)
         return _checked(value) if check_depth else value
     except RecursionError:
         raise NestingError() from None
@@ -161,7 +164,15 @@ def raw_decode(text: str, pos: int = 0) -> tuple[Any, int]:
             continue
         if end > 2 * MAX_DEPTH:  # a shorter span cannot nest deeper than MAX_DEPTH
             _checked(value)
-        return value, pos + end
+        return _valid(value, window.find("\\u", 0, end) >= 0), pos + end
+
+
+def _valid(value: Any, escaped: bool) -> Any:
+    """``value`` with each lone surrogate the decoder made of a ``\\uD800``-``\\uDFFF`` escape replaced by U+FFFD
+    (:func:`thinkflow.text.valid_unicode_in`; ``escaped``: the text decoded held a ``\\u`` escape, the only way
+    JSON spells one). Python's decoder keeps them, and text holding one cannot be encoded as UTF-8: it failed the
+    trace line, the session file and the next request."""
+    return valid_unicode_in(value) if escaped else value
 
 
 def bracket_depth(text: str) -> int:

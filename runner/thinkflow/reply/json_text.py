@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from thinkflow.model import json_limits
+from thinkflow.text import valid_unicode_in
 
 FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n", re.M)
 _TOOL_CALL_TAG = re.compile(r"<tool_call>", re.I)
@@ -271,24 +272,7 @@ def _repair(chunk: str) -> Any:
         return None
     if json_limits.non_finite(value):
         return _NON_FINITE  # NaN or Infinity: JSON has no such number
-    return _join_surrogates(value)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _join_surrogates(value: Any) -> Any:
-    """``value`` with each escaped UTF-16 surrogate pair (``"\\ud83d\\ude00"``) joined into its one character, as
-    :func:`json.loads` reads it; json_repair leaves the two halves apart. A lone half stays, as in json.loads."""
-    if isinstance(value, str):
-        if not _SURROGATE.search(value):
-            return value
-        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-    if isinstance(value, list):
-        return [_join_surrogates(item) for item in value]
-    if isinstance(value, dict):
-        return {_join_surrogates(key): _join_surrogates(item) for key, item in value.items()}
-    return value
+    return valid_unicode_in(value)  # json_repair leaves an escaped pair's halves apart, and a lone one
 
 
 def cut_fence(chunk: str) -> str:

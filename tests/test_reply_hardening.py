@@ -745,3 +745,69 @@ _TOOLS_FOR_ZEROS = {
     "add": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "required": ["a", "b"]},
     "read_file": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
 }
+
+
+# --- a repair may fix punctuation and quoting, never the values ---------------------------------------------------
+
+_CHANGED = [  # near-JSON, and what json_repair alone made of it
+    ('{"time": 9:30}', "9:30}"),  # {"time": 9}
+    ('{"expression": 2*21,}', '"expression": 2*21,}'),  # 2
+    ('{"a": 1 2}', '"a": 1 2}'),  # 1
+    ('{"a": "x" "y"}', '"x" "y"}'),  # "x"
+    ('{"a" 1}', '"a" 1}'),  # ""
+    ('{"a": -}', '"a": -}'),  # ""
+    ('{"a": １２}', '"a": １２}'),  # "" (full-width digits)
+    ('{"a": 1,, "b": 2}', '"a": 1,, "b": 2}'),  # "1,"
+    ('{"a": 1, "b"}', '1, "b"}'),  # b dropped
+    ('{"a": 1, "a": 2,}', '"a": 1, "a": 2,}'),  # the first a dropped
+]
+
+
+@pytest.mark.parametrize("text, near", _CHANGED)
+def test_native_arguments_a_repair_would_change_are_refused(text, near):
+    with pytest.raises(ArgumentsError, match=re.escape(f"arguments are not valid JSON near `{near}`")):
+        decode_arguments(text)
+
+
+@pytest.mark.parametrize("text", [t for t, _ in _CHANGED])
+@pytest.mark.parametrize("style", ["json", "native"])
+def test_an_action_a_repair_would_change_is_refused(text, style):
+    inner = text.replace('"a"', '"path"').replace('"b"', '"mode"')
+    reply = (f'{{"action": "read_file", "action_input": {inner}}}' if style == "json"
+             else f'<tool_call>{{"name": "read_file", "arguments": {inner}}}</tool_call>')
+    action = parse_reply(reply, style=style, tools=_TOOLS_FOR_ZEROS)
+    assert isinstance(action, ParseFailure) and action.error == NOT_REPAIRED["changed-values"], action
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("{action: search, x: True, y: None}", {"action": "search", "x": True, "y": None}),
+    ("{'a': 'it\\'s', 'b': [1, 2,],}", {"a": "it's", "b": [1, 2]}),
+    ('{"a": "line1\nline2",}', {"a": "line1\nline2"}),
+    ('{"a": .5, "b": +1, "c": 1., "d": {},}', {"a": 0.5, "b": 1, "c": 1.0, "d": {}}),
+    ('{"q": "\\ud83d\\ude00", "n": [1, {"x": null}],}', {"q": "\U0001F600", "n": [1, {"x": None}]}),
+    ('{"1": 2, 3: "x",}', {"1": 2, "3": "x"}),
+])
+def test_a_repair_that_keeps_every_value_is_taken(text, expected):
+    from thinkflow.text import valid_unicode_in
+
+    assert valid_unicode_in(decode_arguments(text)) == expected
+
+
+_BAD_VALUES = ["9:30", "2*21", "1 2", '"x" "y"', "-", "１２", "1,,", "a b: c", "[1 2]", "'x' 'y'", "+"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ARGS, st.sampled_from(_BAD_VALUES), st.sampled_from(["", ","]), st.sampled_from(["json", "native", "args"]))
+def test_a_value_json_cannot_read_never_reaches_a_tool(arguments, bad, trailing, where):
+    """Any call holding one value JSON cannot read as written is refused, whatever else it holds; a repair would
+    send a prefix of it, "" or drop it."""
+    body = "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in arguments.items())
+    body += (", " if arguments else "") + f'"zz": {bad}{trailing}}}'
+    if where == "args":
+        with pytest.raises(ArgumentsError):
+            decode_arguments(body)
+        return
+    reply = (f'{{"action": "read_file", "action_input": {body}}}' if where == "json"
+             else f'<tool_call>{{"name": "read_file", "arguments": {body}}}</tool_call>')
+    action = parse_reply(reply, style=where, tools=_TOOLS_FOR_ZEROS)
+    assert isinstance(action, ParseFailure), action

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from thinkflow.model import json_limits
+from thinkflow.model.repair_check import repair_changed
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -274,6 +275,10 @@ def _repair(text: str, strict_error: json.JSONDecodeError) -> Any:
     except Exception:  # noqa: BLE001 - a third-party repair of untrusted text: any failure means "not JSON"
         repaired = None
     if isinstance(repaired, dict) and (repaired or stripped.replace(" ", "") == "{}"):
+        changed = repair_changed(stripped, repaired)
+        if changed is not None:  # '{"at": 9:30}' -> 9, '{"n": 2*21}' -> 2, '{"a" 1}' -> "": values not written
+            raise ArgumentsError(f"arguments are not valid JSON near `{changed}` ({where}), and cannot be read as "
+                                 "written; send JSON: quote each text value, one value per key, commas between items")
         if json_limits.non_finite(repaired):
             raise ArgumentsError(f"arguments hold a number JSON cannot carry (NaN or Infinity): {where}")
         if json_limits.too_deep(repaired):

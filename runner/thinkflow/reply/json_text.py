@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from thinkflow.model import json_limits
+from thinkflow.model.repair_check import repair_changed
 from thinkflow.text import valid_unicode_in
 
 FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n", re.M)
@@ -57,9 +58,13 @@ NOT_REPAIRED = {
                          "the key out",
     "leading-zero": "an action holds a number with a leading zero, which JSON does not allow; send it as a string if "
                     "the zeros matter, else without them",
+    "changed-values": "an action's arguments hold a value JSON cannot read as written (an expression such as 2*21, a "
+                      "time such as 9:30, two values for one key, a key with no colon); write the arguments as JSON: "
+                      "quote each text value, one value per key, commas between items",
 }
 """Notes: an action's near-JSON was not repaired because a repair would send a value the model did not write
-(``{"path": }`` -> ``""``, ``0755`` -> 755); each note's text is what the model is told."""
+(``{"path": }`` -> ``""``, ``0755`` -> 755, ``9:30`` -> 9: :func:`thinkflow.model.repair_check.repair_changed`); each
+note's text is what the model is told."""
 _ACTION_KEY = re.compile(r"""["']?\b(?:actions?|action_input|arguments|tool_calls?)\b["']?\s*:""")
 
 
@@ -244,6 +249,10 @@ def repair_objects(text: str, notes: set[str] | None = None) -> Iterator[Found]:
         value = _repair(chunk)
         if value is _NON_FINITE:
             note_number(notes, text, start, end)
+            continue
+        if value is not None and repair_changed(chunk, value) is not None:
+            if _ACTION_KEY.search(chunk):
+                notes.add("changed-values")
             continue
         if isinstance(value, list) and value and isinstance(value[0], dict):
             value = value[0]

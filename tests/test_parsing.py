@@ -475,7 +475,11 @@ def test_a_reply_that_is_one_python_style_tool_call_runs_it(reply, expected):
     "calculator(" + "(" * 300 + ")" * 300 + ")",    # nesting past Python's parser limit
 ])
 def test_replies_that_only_look_like_calls_are_not_run(reply):
-    assert isinstance(native(reply), FinalAnswer)
+    action = native(reply)
+    if reply.startswith("calculator("):  # the whole reply is a call of a tool: refused, neither run nor the answer
+        assert isinstance(action, ParseFailure) and action.kind == "arguments", action
+    else:
+        assert isinstance(action, FinalAnswer)
 
 
 @pytest.mark.parametrize("reply", [
@@ -483,9 +487,13 @@ def test_replies_that_only_look_like_calls_are_not_run(reply):
     'calculator({(1, 2): "a"})', "final_answer([{1, 2}])", 'final_answer({"answer": b"x"})',
 ])
 def test_python_literals_that_are_not_json_are_not_calls(reply):
-    # sets, bytes, complex numbers and tuple keys would crash the conversation's JSON encoding
+    # sets, bytes, complex numbers and tuple keys would crash the conversation's JSON encoding: never run; a call of
+    # a tool is refused, one of final_answer (no tool) is the answer as written
     action = native(reply)
-    assert isinstance(action, FinalAnswer) and action.text == reply
+    if reply.startswith("calculator("):
+        assert isinstance(action, ParseFailure) and action.kind == "arguments", action
+    else:
+        assert isinstance(action, FinalAnswer) and action.text == reply
 
 
 def test_final_answer_calls_take_the_answer_and_ignore_extra_keywords():

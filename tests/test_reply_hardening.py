@@ -811,3 +811,27 @@ def test_a_value_json_cannot_read_never_reaches_a_tool(arguments, bad, trailing,
              else f'<tool_call>{{"name": "read_file", "arguments": {body}}}</tool_call>')
     action = parse_reply(reply, style=where, tools=_TOOLS_FOR_ZEROS)
     assert isinstance(action, ParseFailure), action
+
+
+@pytest.mark.parametrize("reply", ["read_file(path=0755)", "read_file(path=09:30)", "```\nread_file(path=2*21)\n```",
+                                   "read_file(path=notes.txt)", "read_file({'path': 'a', 'n': true})"])
+@pytest.mark.parametrize("style", ["native", "json", "react"])
+def test_a_python_style_call_of_a_tool_whose_values_cannot_be_read_is_refused(reply, style):
+    # it was the run's final answer, "read_file(path=0755)" shown to the user as the result
+    action = parse_reply(reply, style=style, tools=_TOOLS_FOR_ZEROS)
+    assert isinstance(action, ParseFailure) and action.kind == "arguments", action
+    assert action.error.startswith("its values are not JSON or Python literals")
+
+
+@pytest.mark.parametrize("reply", ["read_file (the docs) first (maybe)", "nothing(path=0755)",
+                                   "final_answer(The answer is 5)"])
+def test_prose_that_only_looks_like_a_call_stays_the_answer(reply):
+    assert parse_reply(reply, style="native", tools=_TOOLS_FOR_ZEROS) == FinalAnswer(reply)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([v for v in _BAD_VALUES if "y" not in v] + ["0755", "09:30", "x.y", "a-b"]),  # "x" "y": "xy"
+       st.sampled_from(["native", "json", "react"]), st.sampled_from(["path=", ""]))
+def test_a_python_style_call_never_becomes_the_answer_or_another_value(bad, style, keyword):
+    action = parse_reply(f"read_file({keyword}{bad})", style=style, tools=_TOOLS_FOR_ZEROS)
+    assert isinstance(action, ParseFailure), action

@@ -34,7 +34,9 @@ first that yields an action:
    ``{"action": "final_answer", "action_input": ...}`` finishes; so are ``<function name="x" arguments='{..}'/>``
    tags, ``<function><name>x</name><arguments><k>v</k>...</arguments></function>`` elements and a reply that is
    one Python-style call of literals, ``x({...})`` / ``x(k="v")`` / ``final_answer("...")``
-   (:mod:`thinkflow.reply.text_calls`). Then ReAct labels (an ``Action:`` naming a known tool, or a ``Final
+   (:mod:`thinkflow.reply.text_calls`); a reply that is one call ``tool(...)`` of a known tool whose values are
+   not literals (``x(mode=0755)``, ``x(path=notes.txt)``) is a :class:`ParseFailure` (``kind="arguments"``),
+   neither run nor the answer. Then ReAct labels (an ``Action:`` naming a known tool, or a ``Final
    Answer:``) are honoured in the other styles too.
 6. Otherwise: JSON nested deeper than :data:`~thinkflow.model.json_limits.MAX_DEPTH` levels is a
    :class:`ParseFailure` (``kind="format"``); a reply with no format markers at all (no ReAct label outside

@@ -138,6 +138,7 @@ def _attribute_calls(body: str, tools: Mapping[str, Any]) -> list[tuple[str, Any
 
 #: the head of a reply that is one call: ``name(``
 _CALL_HEAD = re.compile(r"([A-Za-z_]\w{0,99})[ \t]*\(")
+_DIRECT_CALL_HEAD = re.compile(r"([A-Za-z_]\w{0,99})\(")  # no space: "search (the web) ..." is prose
 #: the head of a reply that is a name alone on its line (or before a colon), then one JSON object
 _NAME_HEAD = re.compile(r"([A-Za-z_]\w{0,99})[ \t]*(?::|\n)")
 MAX_CALL_EXPRESSION = 20_000
@@ -220,6 +221,24 @@ def call_expression(body: str, notes: set[str] | None = None) -> tuple[str, list
         return None
 
 
+UNREADABLE_CALL = ("its values are not JSON or Python literals (a number with a leading zero such as 0755, a time "
+                   "such as 9:30, an expression such as 2*21, an unquoted word); quote each text value")
+"""The error for a reply that is one Python-style call of a tool whose values cannot be read as literals."""
+
+
+def _unreadable_call(body: str, names: list[str]) -> str | None:
+    """The tool named when the whole of ``body`` is ``<tool>(...)`` -- the name of an offered tool right before the
+    parenthesis, the text ending at the closing one -- that :func:`call_expression` could not read; else None."""
+    if len(body) > MAX_CALL_EXPRESSION:
+        return None
+    text = _unfenced(body)
+    head = _DIRECT_CALL_HEAD.match(text)
+    if head is None or not text.endswith(")"):
+        return None
+    name = match_tool_name(head.group(1), names)
+    return name if name in names else None
+
+
 def _note_number(notes: set[str] | None) -> None:
     if notes is not None:
         notes.update((NUMBER, ACTION_NUMBER))
@@ -257,6 +276,10 @@ def recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Map
         calls.append(ToolCall(call_id, name, args))
 
     expression = call_expression(body, objects.notes)
+    if expression is None and ACTION_NUMBER not in objects.notes:
+        called = _unreadable_call(body, names)
+        if called is not None:  # probe(mode=0755), probe(at=9:30), probe(n=2*21): a call, not the answer
+            return arguments_failure(style, tools, called, UNREADABLE_CALL, reasoning)
     if expression is not None:
         raw_name, positional, keywords, parenthesised = expression
         name = match_tool_name(raw_name, names)

@@ -835,3 +835,17 @@ def test_prose_that_only_looks_like_a_call_stays_the_answer(reply):
 def test_a_python_style_call_never_becomes_the_answer_or_another_value(bad, style, keyword):
     action = parse_reply(f"read_file({keyword}{bad})", style=style, tools=_TOOLS_FOR_ZEROS)
     assert isinstance(action, ParseFailure), action
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("{text: it's fine}", {"text": "it's fine"}), ('{"a": "x", b: don\'t,}', {"a": "x", "b": "don't"}),
+    ("{'a': 'b', 'c': ['d',],}", {"a": "b", "c": ["d"]}),
+])
+def test_an_apostrophe_in_an_unquoted_word_opens_no_string(text, expected):
+    # it was read as an opening quote that never closed: "arguments are truncated JSON ... the call was cut off"
+    assert decode_arguments(text) == expected
+
+
+def test_an_apostrophe_does_not_hide_a_leading_zero():
+    with pytest.raises(ArgumentsError, match=re.escape("a number with a leading zero (0755)")):
+        decode_arguments("{text: it's fine, mode: 0755}")

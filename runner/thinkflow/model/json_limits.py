@@ -228,7 +228,7 @@ def outside_strings(text: str) -> Iterator[tuple[int, int]]:
         i = after
 
 
-_QUOTE = re.compile(r"[\"']")
+_QUOTE = re.compile(r"\"|(?<![^\W_])'")  # a single quote after a letter or digit is an apostrophe ({a: it's})
 _NO_VALUE = re.compile(r":[ \t\n\r]*[,}]")
 _NO_VALUE_AT_END = re.compile(r":[ \t\n\r]*\Z")
 _LEADING_ZERO = re.compile(r"(?<![\w.\-])-?0\d+(?:\.\d+)?")  # a number: not inside a word, decimal or date
@@ -255,6 +255,8 @@ def scan_end(text: str, start: int, limit: int | None = None) -> tuple[int | Non
     """Scan the near-JSON value opening at ``text[start]`` (``{``, ``[`` or a quote): brackets are counted outside
     string literals (double- or single-quoted, backslash escapes honoured).
 
+    A single quote right after a letter or digit is an apostrophe in an unquoted word (``{text: it's fine}``).
+
     Returns ``(end, max_depth, in_string)``: ``end`` is the index after the closing bracket (None when the value
     never closes within ``limit`` characters, or the text); ``in_string``: the scan ended inside a string literal.
     Stops early once the depth passes :data:`MAX_DEPTH`. One pass; time linear in the span scanned.
@@ -268,6 +270,9 @@ def scan_end(text: str, start: int, limit: int | None = None) -> tuple[int | Non
             return None, deepest, False
         i = match.start()
         ch = text[i]
+        if ch == "'" and i > start and text[i - 1].isalnum():
+            i += 1  # an apostrophe in an unquoted word ({text: it's fine}), not a string's opening quote
+            continue
         if ch in "\"'":
             after = string_end(text, i, stop)
             if after is None:

@@ -1498,6 +1498,65 @@ def test_a_step_makes_no_system_call_for_the_runs_timer(openai_server, tmp_path,
     assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)  # the handler is given back
 
 
+@pytest.mark.parametrize("where", ["main thread", "worker thread"])
+@pytest.mark.parametrize("loop_timeout, model_timeout", [(1e10, 20), (None, 1e10), (float("inf"), 1e300)])
+def test_a_timeout_longer_than_any_timer_can_hold_does_not_break_the_run(openai_server, tmp_path, where,
+                                                                          loop_timeout, model_timeout):
+    # a spec built in Python skips the schema's one-week cap: signal.setitimer and threading's waits refuse more
+    # than about 9.2e9 s (OverflowError), so the run's timer is armed at most MAX_TIMER_S ahead and re-armed
+    import dataclasses
+    import signal
+
+    openai_server.push(tool_calls([("calculator", {"expression": "2*2"}, "c1")]), text("done"))
+    spec = make_spec(openai_server, tmp_path, timeout=loop_timeout)
+    spec = dataclasses.replace(spec, model=dataclasses.replace(spec.model, timeout=model_timeout))
+    result = run_in(where, spec, tmp_path)
+    assert (result.status, result.answer, result.error) == ("completed", "done", None)
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)
+
+
+def test_a_timer_cut_to_its_longest_value_re_arms_until_the_call_s_bound(openai_server, tmp_path, monkeypatch):
+    # with the longest value a timer is armed for made 0.1 s, the timer fires several times inside a model call:
+    # a call that answers after 0.5 s still completes, and a trickle is still cut at the run's deadline (1 s)
+    import time as clock
+
+    from thinkflow.run import model_worker
+
+    monkeypatch.setattr(model_worker, "MAX_TIMER_S", 0.1)
+    openai_server.responder = lambda body: (clock.sleep(0.5), text("slow but fine"))[1]
+    result, _ = go(make_spec(openai_server, tmp_path, timeout=30), "x", tmp_path)
+    assert (result.status, result.answer) == ("completed", "slow but fine")
+    openai_server.responder = None
+    openai_server.push(trickle(every=0.1))
+    result, _ = go(make_spec(openai_server, tmp_path, timeout=1.0), "x", tmp_path)
+    assert result.status == "timeout" and "while waiting for the model" in result.error
+    assert 0.9 < result.duration_s < 6
+
+
+@pytest.mark.parametrize("timeout", [1e10, float("inf"), 1e300])
+def test_call_model_takes_any_timeout_a_timer_cannot(timeout):
+    from thinkflow.run.model_worker import call_model
+
+    job = call_model(lambda: 42, timeout)  # inline, in the main thread, under the SIGALRM timer
+    assert job.done and job.result == 42
+
+
+def test_call_model_re_arms_a_cut_timer_until_its_timeout(monkeypatch):
+    import signal
+    import time as clock
+
+    from thinkflow.run import model_worker
+
+    monkeypatch.setattr(model_worker, "MAX_TIMER_S", 0.1)
+    job = model_worker.call_model(lambda: clock.sleep(0.4) or "slow", 5.0)
+    assert job.done and job.result == "slow"  # the timer fired inside the call, early: it was re-armed
+    started = clock.monotonic()
+    job = model_worker.call_model(lambda: clock.sleep(30), 0.5)
+    assert not job.done and 0.45 < clock.monotonic() - started < 5  # abandoned at its timeout, not at 0.1 s
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
 def test_a_call_is_not_cut_at_the_bound_of_the_call_before_it(openai_server, tmp_path):
     # model.timeout 0.8 s, no retries, no loop.timeout. The first call (answered after 0.4 s) arms the timer at its
     # own bound, 0.8 s after it began. The second call, a trickle, begins at about 0.4 s: the timer fires inside it

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scripted_servers import error, hang, stream, text, tool_calls
 
@@ -693,6 +693,24 @@ def test_request_timeout_is_at_least_the_time_left_and_at_most_a_tenth_more(left
 def test_request_timeout_leaves_odd_values_alone(left):
     assert request_timeout(left) == left or (left != left and request_timeout(left) != request_timeout(left))
 
+
+
+@settings(max_examples=100, deadline=None)
+@given(timeout=st.floats(min_value=1e-3, allow_nan=False), left=st.none() | st.floats(min_value=1e-3, max_value=1e12))
+def test_a_request_timeout_is_one_a_socket_can_hold(timeout, left):
+    # a ModelSpec built in Python skips the schema's one-week cap on model.timeout; the socket under httpx refuses
+    # more than about 9.2e9 s (OverflowError, which LiteLLM reported as "HTTP 500: timestamp out of range")
+    import socket
+    import time
+
+    from thinkflow.model.deadlines import MAX_REQUEST_S, request_seconds
+
+    deadline = None if left is None else time.monotonic() + left
+    seconds = request_seconds("m", timeout, deadline)
+    assert 0 < seconds <= MAX_REQUEST_S * 1.1 and seconds <= timeout
+    assert seconds == min(timeout, MAX_REQUEST_S) or left is not None
+    with socket.socket() as probe:
+        probe.settimeout(seconds)
 
 def test_call_limit_counts_every_request_and_wait_of_every_model():
     # 3 models x (3 requests of 20 s + 2 waits of at most MAX_RETRY_AFTER = 60 s)

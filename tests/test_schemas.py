@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings, strategies as st
 from jsonschema import Draft202012Validator
 
 from thinkflow.config.schemas import KINDS, bundled, load_schema, validate
@@ -142,3 +143,65 @@ def test_static_metaschema_reports_what_the_official_one_does():
         def errors(v):
             return {(tuple(e.absolute_path), e.message) for e in v.iter_errors(sample)}
         assert errors(fast) == errors(official)
+
+
+# --- seconds that reach a timer ------------------------------------------------------------------------------------
+# loop.timeout arms the run's SIGALRM timer, model.timeout bounds each model call (the same timer, or a wait in a
+# worker thread), a tool's timeout bounds each call, an MCP server's startup_timeout its start. signal.setitimer and
+# threading's waits refuse more than about 9.2e9 s (OverflowError at run time), so the schemas cap them at one week.
+
+WEEK = 604800
+
+SECONDS_FIELDS = [
+    ("agent", lambda v: {"version": 1, "name": "a", "loop": {"timeout": v}}, "loop.timeout"),
+    ("agent", lambda v: {"version": 1, "name": "a", "model": {"name": "openai/x", "timeout": v}}, "model.timeout"),
+    ("tool", lambda v: {"version": 1, "name": "t", "description": "T.", "kind": "shell", "command": ["true"],
+                        "parameters": {"type": "object"},
+                        "timeout": v}, "timeout"),
+    ("tool", lambda v: {"version": 1, "name": "t", "description": "T.", "kind": "mcp", "command": ["srv"],
+                        "startup_timeout": v}, "startup_timeout"),
+]
+
+
+@pytest.mark.parametrize("kind, make, path", SECONDS_FIELDS, ids=[f[2] for f in SECONDS_FIELDS])
+def test_a_timeout_above_one_week_is_refused_with_the_bound(kind, make, path):
+    assert validate(make(WEEK), kind) == [] and validate(make(0.5), kind) == []
+    for too_long in (WEEK + 1, 1e10, 10**12, float("inf")):
+        issues = validate(make(too_long), kind)
+        assert [(i.path, i.message) for i in issues] == [(path, f"must be at most {WEEK}, got {too_long}")]
+        assert issues[0].hint == "a timeout is at most one week (604800 s)"
+    schema_text = json.dumps(bundled(kind))
+    assert "at most 604800 (one week)" in schema_text
+
+
+@pytest.mark.parametrize("kind, make, path", SECONDS_FIELDS, ids=[f[2] for f in SECONDS_FIELDS])
+def test_nan_is_not_a_number_of_seconds(kind, make, path):
+    issues = validate(make(float("nan")), kind)
+    assert [(i.path, i.message) for i in issues] == [(path, "expected a number, got .nan (not a number)")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(field=st.sampled_from(SECONDS_FIELDS),
+       value=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(min_value=-10**20,
+                                                                                   max_value=10**20)))
+def test_a_seconds_field_passes_exactly_when_a_timer_can_hold_it(field, value):
+    """Every value that passes validation is one signal.setitimer and threading's waits accept."""
+    import math
+    import signal
+    import threading
+
+    kind, make, _ = field
+    passes = validate(make(value), kind) == []
+    assert passes == (not isinstance(value, bool) and 0 < value <= WEEK)
+    if passes:
+        assert math.isfinite(value) and value < threading.TIMEOUT_MAX
+        if hasattr(signal, "setitimer"):
+            signal.setitimer(signal.ITIMER_VIRTUAL, value)  # no OverflowError (a virtual timer: never fires here)
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+
+
+def test_the_agent_schema_refuses_a_timeout_too_long_for_a_timer_with_line_and_hint():
+    d = doc("version: 1\nname: a\nloop: {timeout: 10000000000}\n")
+    assert [str(i) for i in validate(d.data, "agent", file="t.yaml", marks=d.marks)] == [
+        "t.yaml:3:17: loop.timeout: must be at most 604800, got 10000000000 "
+        "(a timeout is at most one week (604800 s))"]

@@ -153,6 +153,14 @@ def test_timeout_stops_waiting(module):
     assert (result.status, result.text) == ("timeout", "timed out after 0.2 s")
 
 
+
+@pytest.mark.parametrize("timeout", [1e10, float("inf")])
+def test_a_timeout_longer_than_select_can_wait_still_runs_the_call(module, timeout):
+    # a ToolSpec built in Python skips the schema's one-week cap: select() and threading's waits refuse more than
+    # about 9.2e9 s (OverflowError), so the worker's reply is awaited in turns
+    result = ptool(module, "text", timeout=timeout).run({})
+    assert (result.status, result.text) == ("ok", "plain")
+
 def test_output_is_capped(module):
     result = ptool(module, "flood", max_output=1000).run({})
     assert result.data["bytes"] == 100000 and result.data["truncated"] is True

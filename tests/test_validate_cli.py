@@ -48,6 +48,21 @@ def test_text_format_defaults_to_agents_and_tools_dirs(tmp_path, monkeypatch):
     ]
 
 
+def test_a_timeout_no_timer_can_hold_is_refused(tmp_path, monkeypatch):
+    """loop.timeout: 1e10 used to pass and crash the run with OverflowError from signal.setitimer."""
+    write(tmp_path / "agents.d" / "long.yaml",
+          "version: 1\nname: long\nmodel: {name: openai/x, timeout: .nan}\nloop: {timeout: 1.0e+10}\n")
+    monkeypatch.chdir(tmp_path)
+    result = invoke("validate", "agents.d")
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "agents.d/long.yaml:3:34: model.timeout: expected a number, got .nan (not a number)",
+        "agents.d/long.yaml:4:17: loop.timeout: must be at most 604800, got 10000000000.0 "
+        "(a timeout is at most one week (604800 s))",
+        "1 of 1 file invalid, 2 issues",
+    ]
+
+
 def test_json_format(tmp_path, monkeypatch):
     project(tmp_path)
     monkeypatch.chdir(tmp_path)

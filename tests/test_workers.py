@@ -91,3 +91,43 @@ def test_results_match_their_calls_in_any_order_of_waiting(values):
     for job, v in reversed(list(zip(jobs, values))):
         assert job.wait(30)
         assert job.result == v * 2
+
+
+def test_a_wait_longer_than_a_lock_can_hold_waits_for_the_call():
+    # threading's waits refuse a timeout over threading.TIMEOUT_MAX (about 9.2e9 s: OverflowError); a model call
+    # under a model.timeout or a tool call under a timeout built in Python without the schema's cap waits that long
+    import time
+
+    pool = WorkerPool("t-long")
+    for timeout in (1e10, 1e300, float("inf")):
+        job = pool.submit(lambda: time.sleep(0.1) or "late")
+        assert job.wait(timeout) and job.result == "late"
+
+
+def test_a_wait_of_nan_seconds_has_no_time_left():
+    release = threading.Event()
+    pool = WorkerPool("t-nan")
+    stuck = pool.submit(release.wait)
+    try:
+        assert stuck.wait(float("nan")) is False
+    finally:
+        release.set()
+    assert stuck.wait(30)
+
+
+def test_a_long_wait_is_cut_into_waits_a_lock_can_hold(monkeypatch):
+    import time
+
+    from thinkflow import workers
+
+    monkeypatch.setattr(workers, "MAX_WAIT_S", 0.05)
+    pool = WorkerPool("t-cut")
+    job = pool.submit(lambda: time.sleep(0.3) or "done")
+    assert job.wait(1e10) and job.result == "done"
+    release = threading.Event()
+    stuck = pool.submit(release.wait)
+    started = time.monotonic()
+    try:
+        assert stuck.wait(0.3) is False and 0.25 < time.monotonic() - started < 5
+    finally:
+        release.set()

@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import Any, Callable
 
 #: idle workers kept for reuse; a worker finishing a call while this many are idle exits
 MAX_IDLE_WORKERS = 4
+
+#: the longest single wait (seconds, one year): threading's waits refuse more than ``threading.TIMEOUT_MAX``
+#: (about 9.2e9 s, OverflowError), so :meth:`Job.wait` waits longer in turns of at most this
+MAX_WAIT_S = 365 * 86400.0
 
 
 class Job:
@@ -37,9 +42,16 @@ class Job:
         self._done = threading.Event()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the call finished or ``timeout`` seconds passed (None: no bound); True when it finished.
+        """Block until the call finished or ``timeout`` seconds passed (None or inf: no bound; any float is taken,
+        a wait longer than :data:`MAX_WAIT_S` is made in turns; NaN: no time left); True when it finished.
         The wait is interruptible: Ctrl-C (KeyboardInterrupt) raises here and the call goes on in its worker."""
-        return self._done.wait(timeout)
+        if timeout is None or timeout <= MAX_WAIT_S or timeout != timeout:
+            return self._done.wait(timeout)
+        end = time.monotonic() + timeout
+        while not self._done.wait(min(end - time.monotonic(), MAX_WAIT_S)):
+            if time.monotonic() >= end:
+                return False
+        return True
 
     @property
     def done(self) -> bool:

@@ -80,12 +80,26 @@ def _inline(node: Any) -> Any:
 
 
 @cache
-def validator(kind: str) -> Any:
-    """A compiled (cached) ``Draft202012Validator`` for the bundled schema ``kind``, with the shared schemas
-    inlined so validation resolves no reference (the registry is used only for what remains)."""
-    from jsonschema import Draft202012Validator
+def _config_validator_class() -> Any:
+    """``Draft202012Validator`` for which NaN (YAML's ``.nan``) is not a ``number``: JSON has no NaN, and every
+    comparison with NaN is false, so ``minimum``/``maximum`` let it through (a NaN ``loop.timeout`` reached the
+    run's timer)."""
+    from jsonschema import Draft202012Validator, validators
 
-    return Draft202012Validator(_inline(load_schema(kind)), registry=_registry())
+    base = Draft202012Validator.TYPE_CHECKER
+
+    def is_number(checker: Any, value: Any) -> bool:
+        return base.is_type(value, "number") and value == value
+
+    return validators.extend(Draft202012Validator, type_checker=base.redefine("number", is_number))
+
+
+@cache
+def validator(kind: str) -> Any:
+    """A compiled (cached) Draft 2020-12 validator for the bundled schema ``kind`` (NaN is not a number:
+    :func:`_config_validator_class`), with the shared schemas inlined so validation resolves no reference (the
+    registry is used only for what remains)."""
+    return _config_validator_class()(_inline(load_schema(kind)), registry=_registry())
 
 
 _MAPS = ("properties", "$defs", "patternProperties", "dependentSchemas")
@@ -219,6 +233,8 @@ def validate(
 def _kind_of(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
+    if isinstance(value, float) and value != value:
+        return ".nan (not a number)"
     if isinstance(value, (int, float)):
         return "a number"
     if isinstance(value, str):
@@ -327,7 +343,8 @@ def _translate(error: Any, file: str, marks: Marks, base: PathKey) -> list[Confi
         words = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "more than",
                  "exclusiveMaximum": "less than"}[validator]
         line, col = at(path, key=False)
-        return [ConfigIssue(file, line, col, where, f"must be {words} {error.validator_value}, got {value}")]
+        return [ConfigIssue(file, line, col, where, f"must be {words} {error.validator_value}, got {value}",
+                            schema.get("x-hint", ""))]
     if validator in ("minLength", "minItems"):
         line, col = at(path, key=False)
         message = "must not be empty" if error.validator_value == 1 else _describe_simple(error)

@@ -303,7 +303,8 @@ class LiteLLMClient:
                 past_deadline = deadline is not None and time.monotonic() + delay >= deadline
                 if streamed[0] or attempt >= self.spec.num_retries or not retryable(exc) or past_deadline:
                     error = self._map_error(exc, route, attempt)
-                    if isinstance(error, ModelTimeoutError) and timeout < self.spec.timeout:
+                    if isinstance(error, ModelTimeoutError) and \
+                            timeout < request_seconds(route.name, self.spec.timeout, None):
                         error = run_over(route.name)  # the request's timeout was the run's time left
                     raise error from None
                 self.sleep(delay)

@@ -11,6 +11,11 @@ import time
 
 from thinkflow.errors import ModelTimeoutError
 
+MAX_REQUEST_S = 365 * 86400.0
+"""The longest timeout (seconds, one year) a request is given: the socket under httpx refuses more than about
+9.2e9 s (OverflowError, reported as a failed request), and a spec built in Python skips the schema's one-week cap on
+``model.timeout``. The run's own bound on the call (:mod:`thinkflow.run.model_worker`) is not cut."""
+
 
 def request_timeout(left: float) -> float:
     """``left`` seconds rounded up to a step of a tenth of its leading power of ten (0.1 s from 1 s, 1 s from 10 s,
@@ -33,12 +38,12 @@ def request_timeout(left: float) -> float:
 
 
 def request_seconds(model: str, timeout: float, deadline: float | None) -> float:
-    """The timeout of ``model``'s next request in seconds: ``timeout`` (the model's), or when less is left before
-    ``deadline`` (a :func:`time.monotonic` instant, None: none), the time left rounded up by at most a tenth
-    (:func:`request_timeout`).
+    """The timeout of ``model``'s next request in seconds: ``timeout`` (the model's, cut to :data:`MAX_REQUEST_S`),
+    or when less is left before ``deadline`` (a :func:`time.monotonic` instant, None: none), the time left rounded
+    up by at most a tenth (:func:`request_timeout`).
 
     Raises ModelTimeoutError: the deadline has passed (:func:`run_over`)."""
-    timeout = float(timeout)
+    timeout = min(float(timeout), MAX_REQUEST_S)
     if deadline is None:
         return timeout
     left = deadline - time.monotonic()

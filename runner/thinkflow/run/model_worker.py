@@ -31,6 +31,12 @@ from thinkflow.workers import Job, WorkerPool
 
 _MODEL_CALLS = WorkerPool("thinkflow-model")
 
+MAX_TIMER_S = 365 * 86400.0
+"""The longest interval (seconds, one year) the ``SIGALRM`` timer is armed for. :func:`signal.setitimer` refuses
+more than about 9.2e9 s (OverflowError: its value must fit in a ``time_t`` of nanoseconds), and a spec built in
+Python skips the schemas' one-week cap on ``loop.timeout`` and ``model.timeout``; a timer armed for a longer wait
+fires early and is re-armed for the rest, so the bound holds exactly."""
+
 
 class DeadlinePassed(BaseException):
     """Raised inside an inline model call by the ``SIGALRM`` timer at the run's deadline.
@@ -52,8 +58,15 @@ def _alarm_free() -> bool:
             and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
 
 
+def _timer_value(seconds: float) -> float:
+    """The value to arm the timer with for a wait of ``seconds``: at least 1 us (a bound already passed fires at
+    once; so does NaN), at most :data:`MAX_TIMER_S` (a longer wait, inf included, fires early and is re-armed)."""
+    return min(seconds, MAX_TIMER_S) if seconds > 1e-6 else 1e-6
+
+
 def call_model(fn: Callable[[], Any], timeout: float | None) -> Job:
-    """Run ``fn()`` -- one model call -- for at most ``timeout`` seconds (None: no bound).
+    """Run ``fn()`` -- one model call -- for at most ``timeout`` seconds (None: no bound; any float is taken: a
+    bound longer than :data:`MAX_TIMER_S`, inf included, is held by re-arming the timer; NaN has no time left).
 
     Returns:
         the call's :class:`Job`: ``done`` False when the timeout passed first (the call was abandoned), else its
@@ -68,15 +81,20 @@ def call_model(fn: Callable[[], Any], timeout: float | None) -> Job:
         _run_inline(job)
         return job
     armed = [True]
+    end = time.monotonic() + timeout
 
     def on_alarm(_signum: int, _frame: Any) -> None:
         if armed[0]:  # a signal delivered just after the call ended must not raise in the caller
+            left = end - time.monotonic()
+            if left > 0:  # armed for MAX_TIMER_S, less than the timeout: wait for the rest
+                signal.setitimer(signal.ITIMER_REAL, _timer_value(left))
+                return
             armed[0] = False
             raise DeadlinePassed
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     try:
-        signal.setitimer(signal.ITIMER_REAL, max(timeout, 1e-6))
+        signal.setitimer(signal.ITIMER_REAL, _timer_value(timeout))
         try:
             _run_inline(job)
         finally:
@@ -140,9 +158,10 @@ class RunDeadline:
         return math.inf if self.deadline is None else self.deadline
 
     def _arm(self, at: float) -> None:
-        """Make the timer fire at ``at`` (a monotonic instant; inf: disarm it)."""
+        """Make the timer fire at ``at`` (a monotonic instant; inf: disarm it); more than :data:`MAX_TIMER_S` ahead,
+        it fires at that interval and :meth:`_on_alarm` arms it again."""
         self._expiry = at
-        signal.setitimer(signal.ITIMER_REAL, 0 if at == math.inf else max(at - time.monotonic(), 1e-6))
+        signal.setitimer(signal.ITIMER_REAL, 0 if at == math.inf else _timer_value(at - time.monotonic()))
 
     def _on_alarm(self, _signum: int, _frame: Any) -> None:
         now = time.monotonic()

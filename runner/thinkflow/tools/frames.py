@@ -13,6 +13,9 @@ from typing import Any
 
 HEADER = struct.Struct(">Q")
 BODY_GRACE_S = 5.0  #: seconds a frame's body may take after its header arrived
+#: the longest single wait (seconds, one year): select() refuses more than about 9.2e9 s (OverflowError), and a
+#: ToolSpec built in Python may carry a longer timeout than the schema's one week; a longer wait is made in turns
+MAX_SELECT_S = 365 * 86400.0
 
 
 def write_frame(fd: int, message: dict[str, Any]) -> None:
@@ -28,8 +31,10 @@ def _read_exact(fd: int, size: int, deadline: float) -> bytes | None:
     chunks, left = [], size
     while left:
         remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+        if remaining <= 0:
             return None
+        if not select.select([fd], [], [], min(remaining, MAX_SELECT_S))[0]:
+            continue  # the deadline passed, or a turn of MAX_SELECT_S ended before it
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:
             raise EOFError("the other side closed the stream")

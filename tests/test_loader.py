@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from thinkflow.errors import SpecError
 from thinkflow.config.loader import load_agent, load_tools
@@ -135,6 +136,97 @@ def test_a_prompt_variable_named_self_is_refused(tmp_path):
         f"{f}:5:10: prompt.vars.self: prompt variable 'self' cannot be read in a template (Jinja reserves the name "
         "for the template itself) (rename it)"]
 
+
+
+@pytest.mark.parametrize("name, constant", [("true", "True"), ("True", "True"), ("false", "False"),
+                                            ("False", "False"), ("none", "None"), ("None", "None")])
+def test_a_prompt_variable_named_like_a_jinja_constant_is_refused(tmp_path, name, constant):
+    # Jinja reads {{ true }} as the constant: a run would say "True", never the variable's value
+    from thinkflow.prompting.templates import render
+
+    assert render("{{ %s }}" % name, {name: "a helper"}) == constant
+    f = write(tmp_path / "a.yaml", AGENT_HEAD + f"prompt:\n  text: 'You are {{{{ company }}}}.'\n"
+                                                f"  vars: {{company: Acme, {name}: a helper}}\n")
+    assert issues_of(load_agent, f) == [
+        f"{f}:5:25: prompt.vars.{name}: prompt variable '{name}' cannot be read in a template (Jinja reads {name} "
+        f"as the constant {constant}) (rename it)"]
+
+
+@pytest.mark.parametrize("name, what", [("task", "the run's task"), ("tools", "the tools the model may call"),
+                                        ("memories", "the memories recalled for the task"),
+                                        ("agent_name", "the agent's name")])
+def test_a_prompt_variable_the_runner_sets_is_refused(tmp_path, name, what):
+    # the runner passes these to every render of the prompt, over prompt.vars: the value would never be read
+    f = write(tmp_path / "a.yaml", AGENT_HEAD + f"prompt:\n  text: 'You are {{{{ company }}}}.'\n"
+                                                f"  vars: {{company: Acme, {name}: a helper}}\n")
+    assert issues_of(load_agent, f) == [
+        f"{f}:5:25: prompt.vars.{name}: prompt variable '{name}' is set by the runner ({what}), which replaces "
+        "this value (rename it; the runner sets agent_name, memories, task, tools)"]
+
+
+def test_runner_set_names_are_the_ones_the_runner_renders_the_prompt_with(openai_server, tmp_path, monkeypatch):
+    # RUNTIME_PROMPT_VARS (refused under prompt.vars) is exactly what a run and a plan pass to the agent's template
+    from scripted_servers import text
+
+    import thinkflow.run.loop as loop_module
+    import thinkflow.run.planner as planner_module
+    from thinkflow.agent import build
+    from thinkflow.config.prompt_vars import RUNTIME_PROMPT_VARS
+    from thinkflow.config.spec import AgentSpec, ModelSpec, PromptSpec
+    from thinkflow.prompting.templates import render_agent_prompt
+    from thinkflow.run.loop import run
+
+    seen = []
+
+    def spy(prompt, runtime):
+        seen.append(set(runtime))
+        return render_agent_prompt(prompt, runtime)
+
+    monkeypatch.setattr(loop_module, "render_agent_prompt", spy)
+    monkeypatch.setattr(planner_module, "render_agent_prompt", spy)
+    openai_server.push(text("done"))
+    spec = AgentSpec(name="a", model=ModelSpec(name="openai/t", api_base=openai_server.url, api_key="k",
+                                               num_retries=0, timeout=20),
+                     prompt=PromptSpec(text="You are {{ agent_name }}."), workspace=tmp_path)
+    result = run(build(spec), "x", trace_dir=tmp_path / "runs")
+    assert result.status == "completed"
+    assert seen and all(names == RUNTIME_PROMPT_VARS for names in seen)
+
+
+def test_several_refused_prompt_variables_are_each_named_in_file_order(tmp_path):
+    f = write(tmp_path / "a.yaml", AGENT_HEAD + "prompt:\n  text: hi\n  vars:\n    None: x\n    task: y\n"
+                                                "    self: z\n    null: kept\n")
+    assert [i.split(": ", 2)[1] for i in issues_of(load_agent, f)] == [
+        "prompt.vars.None", "prompt.vars.task", "prompt.vars.self"]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.one_of(
+    st.sampled_from(["true", "True", "TRUE", "false", "False", "none", "None", "NONE", "null", "Null", "self",
+                     "task", "Task", "tools", "memories", "agent_name", "loop", "range", "caller", "varargs",
+                     "kwargs", "super", "namespace", "lipsum", "undefined", "in", "is", "if", "yes", "on"]),
+    st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True)))
+def test_a_prompt_variable_passes_exactly_when_a_template_reading_it_gets_its_value(tmp_path, name):
+    """What validation accepts under prompt.vars is what a run's render of ``{{ name }}`` would give back."""
+    from hypothesis import assume
+
+    from thinkflow.config.prompt_vars import placeholder_runtimes
+    from thinkflow.errors import PromptError
+    from thinkflow.prompting.templates import render
+
+    sentinel = "value-of-the-variable"
+    runtime = placeholder_runtimes("a", [])[0]
+    try:
+        read = render("{{ %s }}" % name, {name: sentinel, **runtime}) == sentinel
+    except PromptError:  # a name no template can read at all ('not'): nothing to compare
+        assume(False)
+    f = write(tmp_path / "a.yaml", AGENT_HEAD + f"prompt:\n  text: hi\n  vars: {{{name}: {sentinel}}}\n")
+    try:
+        load_agent(f)
+        passes = True
+    except SpecError:
+        passes = False
+    assert passes == read
 
 def test_template_variable_the_agent_does_not_provide(tmp_path):
     write(tmp_path / "prompts" / "p.j2", "You are {{ agent_name }} at {{ company }}.\nToday is {{ current_date }}.\n")

@@ -13,7 +13,18 @@ from typing import Any, Callable
 from thinkflow.errors import PromptError
 
 RUNTIME_PROMPT_VARS = frozenset({"tools", "memories", "agent_name", "task"})
-"""Variables the runner passes to every agent prompt: the tool list, recalled memories, the agent's name, the task."""
+"""Variables the runner passes to every agent prompt: the tool list, recalled memories, the agent's name, the task.
+Their values replace ``prompt.vars`` of the same name, so the loader refuses those names there."""
+
+RUNTIME_PROMPT_VAR_MEANINGS = {"task": "the run's task", "tools": "the tools the model may call",
+                               "memories": "the memories recalled for the task", "agent_name": "the agent's name"}
+"""What the runner passes under each name of :data:`RUNTIME_PROMPT_VARS` (for messages)."""
+
+JINJA_CONSTANTS = {"true": "True", "True": "True", "false": "False", "False": "False", "none": "None",
+                   "None": "None"}
+"""Names Jinja's parser reads as constants (name -> the constant): ``{{ true }}`` is True whatever the variables,
+so a prompt variable of that name can never be read and the loader refuses it (``null`` is not among them: Jinja
+reads it as a variable)."""
 
 TEMPLATE_NAME = "<template>"
 """The name a template without a file goes by in messages."""

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 from thinkflow.errors import ConfigIssue, PromptError
 from thinkflow.text import did_you_mean
-from thinkflow.config.prompt_vars import RUNTIME_PROMPT_VARS, optional_variables, placeholder_runtimes, renderer, \
-    template_variables
+from thinkflow.config.prompt_vars import JINJA_CONSTANTS, RUNTIME_PROMPT_VAR_MEANINGS, RUNTIME_PROMPT_VARS, \
+    optional_variables, placeholder_runtimes, renderer, template_variables
 from thinkflow.config.spec import AgentSpec, SubAgentRef, ToolSpec
 from thinkflow.config.locate import (builtin_tools, config_path, entry_point_tools, find_prompt, find_subagent,
                                      tool_search_paths)
@@ -190,9 +190,7 @@ class _AgentRefs:
         else:
             return None
         given = prompt.get("vars") if isinstance(prompt.get("vars"), dict) else {}
-        if "self" in given:  # Jinja resolves {{ self }} to the template itself: the value would never be read
-            self.issue(("prompt", "vars", "self"), "prompt variable 'self' cannot be read in a template (Jinja "
-                       "reserves the name for the template itself)", "rename it", key=True)
+        self.prompt_var_names(given)
         template_name = str(found) if found else "prompt.text"
         try:
             names = template_variables(source, name=template_name)
@@ -218,6 +216,24 @@ class _AgentRefs:
                                              f"{', '.join(provided)}")
                     break
         return found
+
+    def prompt_var_names(self, given: dict[str, Any]) -> None:
+        """Refuse the names under ``prompt.vars`` whose value a run would never read: ``self`` (Jinja resolves
+        ``{{ self }}`` to the template itself), the names Jinja reads as constants (``true``, ``None``, ...:
+        :data:`JINJA_CONSTANTS`), and the names the runner sets itself (:data:`RUNTIME_PROMPT_VARS`), whose value
+        replaces the agent's."""
+        runner_sets = ", ".join(sorted(RUNTIME_PROMPT_VARS))
+        for name in given:
+            at = ("prompt", "vars", name)
+            if name == "self":
+                self.issue(at, "prompt variable 'self' cannot be read in a template (Jinja reserves the name for the "
+                               "template itself)", "rename it", key=True)
+            elif name in JINJA_CONSTANTS:
+                self.issue(at, f"prompt variable '{name}' cannot be read in a template (Jinja reads {name} as the "
+                               f"constant {JINJA_CONSTANTS[name]})", "rename it", key=True)
+            elif name in RUNTIME_PROMPT_VARS:
+                self.issue(at, f"prompt variable '{name}' is set by the runner ({RUNTIME_PROMPT_VAR_MEANINGS[name]}), "
+                               "which replaces this value", f"rename it; the runner sets {runner_sets}", key=True)
 
     def output_schema(self) -> None:
         if "output_schema" in self.data:

@@ -310,6 +310,23 @@ def test_model_error(openai_server, tmp_path):
     assert events[-1].status == "model_error"
 
 
+def test_a_model_server_that_refuses_the_connection_ends_the_run_saying_so(tmp_path):
+    # nothing listens on the model's api_base (a port bound, then closed): LiteLLM calls it an HTTP 500, but no
+    # server answered; the run ends with model_error naming the address, after the model's retries (none here)
+    import socket
+    from types import SimpleNamespace
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    result, events = go(make_spec(SimpleNamespace(url=url), tmp_path), "x", tmp_path)
+    assert result.status == "model_error" and events[-1].status == "model_error"
+    assert result.error == (f"could not reach the openai server at {url} for openai/test: connection refused "
+                            "(check that the server is running and that model.api_base points to it, or add "
+                            "model.fallbacks)")
+    assert "HTTP" not in result.error
+
+
 # ------------------------------------------------------------------------------------------------ replies
 
 

@@ -439,6 +439,72 @@ def test_ollama_not_running_names_the_address():
                                "(start it with `ollama serve` or set model.api_base)")
 
 
+
+def closed_port_url() -> str:
+    """The URL of a port on 127.0.0.1 that nothing listens on: bound, then closed (a connection is refused)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("model", ["openai/test", "hosted_vllm/served", "anthropic/claude-x", "gemini/gemini-x"])
+def test_a_refused_connection_says_the_server_could_not_be_reached_not_http_500(model):
+    # LiteLLM reports a refused connection as an InternalServerError with status 500 ("Connection error.") for most
+    # providers, as an APIConnectionError for others; either way nothing answered, so there is no HTTP status
+    url = closed_port_url()
+    sleeps = Sleeps()
+    client = LiteLLMClient(ModelSpec(name=model, api_base=url, api_key="sk-test-secret-value", timeout=10,
+                                     num_retries=1), sleep=sleeps)
+    with pytest.raises(ProviderUnavailableError) as info:
+        client.complete(HISTORY)
+    provider = model.split("/")[0]
+    assert str(info.value) == (f"could not reach the {provider} server at {url} for {model} after 1 retry: "
+                               "connection refused (check that the server is running and that model.api_base "
+                               "points to it, or add model.fallbacks)")
+    assert len(sleeps) == 1  # retried as before (a connection error is transient)
+
+
+def test_a_refused_connection_still_falls_back(openai_server, monkeypatch):
+    # the fallback (its provider's environment: OPENAI_API_BASE) answers after the main model's server refused
+    monkeypatch.setenv("OPENAI_API_BASE", openai_server.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-fallback-key")
+    openai_server.push(text("from the fallback"))
+    client = LiteLLMClient(ModelSpec(name="openai/test", api_base=closed_port_url(), api_key="sk-test-secret-value",
+                                     timeout=10, num_retries=0, fallbacks=("openai/other",)), sleep=Sleeps())
+    reply = client.complete(HISTORY)
+    assert (reply.text, reply.model) == ("from the fallback", "openai/other")
+
+
+def test_a_connection_that_fails_otherwise_says_could_not_connect_with_the_reason():
+    # no network in tests: the chain LiteLLM raises for an unreachable host, built by hand
+    import httpx
+    import litellm
+
+    from thinkflow.model.error_map import map_error, retryable
+
+    request = httpx.Request("POST", "http://10.255.255.1:8000/v1/chat/completions")
+    try:
+        try:
+            try:
+                raise OSError(113, "No route to host")
+            except OSError as cause:
+                raise httpx.ConnectError("[Errno 113] No route to host", request=request) from cause
+        except httpx.ConnectError as cause:
+            raise litellm.InternalServerError(message="OpenAIException - Connection error.", llm_provider="openai",
+                                              model="m") from cause
+    except litellm.InternalServerError as exc:
+        failure = exc
+    assert retryable(failure)  # unchanged: retried like any 5xx
+    for api_base, where in ((None, "http://10.255.255.1:8000"), ("http://10.255.255.1:8000/v1", "http://10.255.255.1:8000/v1")):
+        error = map_error(failure, model="openai/m", provider="openai", api_base=api_base, timeout=5, retries=2)
+        assert isinstance(error, ProviderUnavailableError)
+        assert str(error) == (f"could not reach the openai server at {where} for openai/m after 2 retries: could not "
+                              "connect ([Errno 113] No route to host) (check that the server is running and that "
+                              "model.api_base points to it, or add model.fallbacks)")
+
 def test_unknown_ollama_model_suggests_pull(ollama_server):
     ollama_server.push(error(404, {"error": "model 'nope' not found, try pulling it first"}))
     client = LiteLLMClient(ModelSpec(name="ollama_chat/nope", api_base=ollama_server.url, timeout=5))

@@ -3,9 +3,11 @@
 :func:`map_error` turns a LiteLLM/OpenAI/httpx exception into the :class:`~thinkflow.errors.ModelError` subclass
 that names the fix, telling errors apart by ``isinstance`` on LiteLLM's exception classes (which LiteLLM maps every
 provider's errors to; they subclass the OpenAI SDK's) and httpx's, and by the HTTP status where a class says
-nothing more (a 5xx ``APIError``); :func:`retryable` says whether a retry can help (429, 5xx, connection errors -- never a timeout,
-a context-window overflow, an auth or a bad-request error); :func:`retry_delay` waits ``Retry-After`` (capped at
-60 s) when the provider sends it, else exponential backoff with jitter.
+nothing more (a 5xx ``APIError``), save a connection that could not be made, which LiteLLM often reports as a
+500 and which the cause it chains tells apart; :func:`retryable` says whether a retry can help (429, 5xx,
+connection errors -- never a timeout, a context-window overflow, an auth or a bad-request error);
+:func:`retry_delay` waits ``Retry-After`` (capped at 60 s) when the provider sends it, else exponential backoff
+with jitter.
 """
 
 from __future__ import annotations
@@ -76,6 +78,37 @@ def _is_timeout(exc: Exception) -> bool:
 
 def _is_connection(exc: Exception) -> bool:
     return not _is_timeout(exc) and isinstance(exc, (*_classes().connection, ConnectionError))
+
+
+def _connect_failure(exc: BaseException) -> tuple[str, str | None] | None:
+    """Why no connection to the server could be made, when that is what ``exc`` comes from: ``(reason,
+    address)``, reason "connection refused" or "could not connect (<the socket's error>)", address the URL's
+    ``scheme://host:port`` when the failed request is known. None for any other failure (a timeout included).
+
+    LiteLLM reports a refused connection as an ``InternalServerError`` with status 500 ("Connection error.") for
+    OpenAI-compatible and most other providers, as an ``APIConnectionError`` for some: the cause it chains
+    (``__cause__``/``__context__``: the OpenAI SDK's ``APIConnectionError``, httpx's ``ConnectError``, the socket's
+    ``ConnectionRefusedError``) tells them apart from a server that answered 500."""
+    import httpx
+
+    chain: list[BaseException] = []
+    node: BaseException | None = exc
+    while node is not None and len(chain) < 16 and all(node is not seen for seen in chain):
+        chain.append(node)
+        node = node.__cause__ or node.__context__
+    connect = next((e for e in chain if isinstance(e, httpx.ConnectError)), None)
+    if connect is None and not any(isinstance(e, ConnectionRefusedError) for e in chain):
+        return None
+    address = None
+    try:
+        url = connect.request.url if connect is not None else None  # RuntimeError when the error has no request
+        address = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}" if url is not None else None
+    except (RuntimeError, AttributeError):
+        pass
+    if any(isinstance(e, ConnectionRefusedError) for e in chain):
+        return "connection refused", address
+    root = str(chain[-1]).strip() or (str(connect).strip() if connect is not None else "")
+    return (f"could not connect ({root})" if root else "could not connect"), address
 
 
 def _status(exc: Exception) -> int | None:
@@ -218,11 +251,18 @@ def map_error(exc: Exception, *, model: str, provider: str, api_base: str | None
             hint = "check the model name (LiteLLM model strings: https://docs.litellm.ai/docs/providers)"
         return ModelNotFoundError(f"{provider or 'the provider'} does not know the model {model!r}: {detail}",
                                   model=model, hint=hint)
-    if _is_connection(exc):
+    connect = _connect_failure(exc)
+    if _is_connection(exc) or connect is not None:
         if provider in OLLAMA_PROVIDERS:
             address = api_base or os.environ.get("OLLAMA_API_BASE") or OLLAMA_DEFAULT_BASE
             return ProviderUnavailableError(f"Ollama is not running at {address}{tried}", model=model,
                                             hint="start it with `ollama serve` or set model.api_base")
+        if connect is not None:  # nothing answered: no HTTP status to report, whatever status LiteLLM gave it
+            reason, address = redact(connect[0], secrets), redact(api_base or connect[1] or "", secrets)
+            where = f" at {address}" if address else ""
+            return ProviderUnavailableError(
+                f"could not reach the {provider or 'model'} server{where} for {model}{tried}: {reason}", model=model,
+                hint="check that the server is running and that model.api_base points to it, or add model.fallbacks")
         where = f" at {api_base}" if api_base else ""
         return ProviderUnavailableError(f"could not reach {provider or 'the provider'}{where} for {model}{tried}: "
                                         f"{detail}", model=model,

@@ -43,3 +43,19 @@ def test_on_a_terminal_there_is_a_spinner_and_no_heartbeat_lines():
     time.sleep(0.1)
     view.close()
     assert "thinking · " not in out.getvalue()
+
+
+def test_sub_agent_lines_show_a_field_of_any_type_as_escaped_text():
+    """A sub-agent's event read back from a trace may hold anything: numbers, lists, markup."""
+    from thinkflow.cli.render import format_usage, subagent_line, subagent_prefix
+
+    assert subagent_line({"type": "warning", "message": 5}) == "[yellow]warning: 5[/]"
+    assert subagent_line({"type": "tool_returned", "name": ["t"], "status": "[/]"}) == '[yellow]← ["t"] \\[/][/]'
+    assert subagent_line({"type": "run_finished", "status": "[/]", "steps": "2", "usage": [1]}) == \
+        "[yellow]\\[/][/] · 0 steps · 0 tokens"
+    assert subagent_line({"type": "plan_created", "steps": 3}) == "plan: 0 steps"
+    assert subagent_line("not an event") is None
+    assert format_usage({"total_tokens": "many", "cost_usd": "x"}) == "0 tokens"
+    assert format_usage({"total_tokens": 1234, "cost_usd": 0.5}) == "1,234 tokens · $0.5000"
+    assert subagent_prefix({"depth": 10 ** 9, "agent": 3}) == "  " * 20 + "[magenta]3[/] › "
+    assert subagent_prefix({"depth": 2, "agent": "helper"}) == "    [magenta]helper[/] › "

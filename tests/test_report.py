@@ -73,3 +73,22 @@ def test_an_unfinished_trace_says_so(tmp_path, openai_server, monkeypatch):
     events = read_trace(_run(tmp_path, openai_server))
     page = render_report([e for e in events if e["type"] != "run_finished"])
     assert "unfinished: the trace ends without run_finished" in page
+
+
+def test_a_sub_agent_named_with_an_at_sign_and_null_token_counts():
+    """The page does not split keys on "@" (a sub-agent's name may hold one) and shows null counts as 0."""
+    events = [
+        {"type": "run_started", "run_id": "r", "agent": "boss", "task": "t", "time": 1.0},
+        {"type": "model_replied", "step": 1, "usage": {"prompt_tokens": None, "completion_tokens": None}, "time": 2.0},
+        {"type": "tool_called", "step": 1, "call_id": "c", "name": "help@er", "arguments": {}, "time": 3.0},
+        {"type": "subagent_event", "agent": "help@er", "depth": 1, "parent_step": 1,
+         "event": {"type": "final_answer", "step": 1, "text": "the sub-agent's answer"}},
+        {"type": "tool_returned", "step": 1, "call_id": "c", "name": "help@er", "status": "ok", "observation": "o",
+         "duration_s": 0.5, "time": 4.0},
+        {"type": "run_finished", "status": "completed", "answer": "done", "steps": 1, "time": 5.0,
+         "usage": {"prompt_tokens": None, "completion_tokens": 3, "cost_usd": None}},
+    ]
+    page = render_report(events)
+    assert "<h4>sub-agent help@er</h4>" in page
+    assert "the sub-agent&#x27;s answer" in page
+    assert "0 in / 0 out tokens" in page and "0 in / 3 out tokens" in page

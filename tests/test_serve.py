@@ -542,3 +542,29 @@ def test_serve_imports_litellm_once_its_agents_are_built(tmp_path, scripted, mon
     calls.clear()
     assert CliRunner().invoke(main, ["serve", str(bad), "--port", "0"]).exit_code == 3
     assert calls == []
+
+
+def test_run_summaries_pass_over_trace_lines_that_are_no_events(tmp_path):
+    """GET /api/runs reads each trace's first and last lines: a line nested 3000 levels deep (a RecursionError, a
+    500, before), a list, or a run_started whose agent is a list is no event, never an error."""
+    from thinkflow.serve.routes import trace_summary
+
+    started = json.dumps({"type": "run_started", "run_id": "r", "agent": "bot", "task": "t", "time": 1.0})
+    finished = json.dumps({"type": "run_finished", "status": "completed", "answer": "4", "steps": 1})
+    deep = "[" * 3000 + "]" * 3000
+    cases = {
+        "deep-first": (f"{deep}\n{finished}\n", None),
+        "list-first": (f"[1]\n{finished}\n", None),
+        "agent-list": ('{"type": "run_started", "agent": ["bot"]}\n' + finished + "\n", None),
+        "deep-last": (f"{started}\n{finished}\n{deep}\n", "completed"),
+        "nan-last": (f"{started}\n{finished}\n" + '{"type": "run_finished", "status": "x", "steps": NaN}\n',
+                     "completed"),
+    }
+    for name, (content, status) in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(content, encoding="utf-8")
+        summary = trace_summary(path)
+        if status is None:
+            assert summary is None, name
+        else:
+            assert (summary["agent"], summary["status"], summary["answer"]) == ("bot", status, "4"), name

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from scripted_servers import text as text_reply
 
 from thinkflow.errors import SessionError
 from thinkflow.model.messages import Message
@@ -87,6 +88,64 @@ def test_corrupt_file_moved_aside(content, tmp_path):
     assert not s.path.exists()
     s.append(Turn("fresh", "start"))
     assert [t.task for t in Session("a", "s", root=tmp_path).load()] == ["fresh"]
+
+
+@pytest.mark.parametrize("content, why", [
+    (b'{"turns": ' + b"[" * 5000 + b"]" * 5000 + b"}", "NestingError: JSON nested deeper than 200 levels"),
+    (b'{"turns": [{"task": "t", "messages": ' + b"[" * 300 + b"]" * 300 + b"}]}",
+     "NestingError: JSON nested deeper than 200 levels"),
+    (b'{"version": 1, "turns": [{"task": "t", "time": NaN}]}', "NumberError: NaN is not a JSON number"),
+    (b'{"version": 1, "turns": [{"task": "t", "time": -Infinity}]}', "NumberError: -Infinity is not a JSON number"),
+    (b'{"turns": [], "created": 1' + b"0" * 400 + b"}", "OverflowError: int too large to convert to float"),
+    (b'{"turns": [{"task": "t", "time": 1' + b"0" * 400 + b"}]}", "OverflowError: int too large to convert to float"),
+])
+def test_a_session_too_deep_or_with_numbers_json_cannot_carry_is_moved_aside(content, why, tmp_path):
+    """Valid JSON to Python's decoder, but no session: nested thousands of levels (a RecursionError before), NaN,
+    a number beyond the float range. Moved aside whole, with a warning naming both files and why."""
+    s = Session("a", "s", root=tmp_path)
+    s.path.parent.mkdir(parents=True)
+    s.path.write_bytes(content)
+    assert s.load() == []
+    (aside,) = s.path.parent.glob("s.corrupt-*")
+    assert aside.read_bytes() == content
+    assert s.warnings == [f"session file {s.path} was corrupt ({why}); moved it to {aside.name} and started the "
+                          "session afresh"]
+    s.append(Turn("fresh", "start"))
+    assert [t.task for t in Session("a", "s", root=tmp_path).load()] == ["fresh"]
+    assert aside.read_bytes() == content
+
+
+def test_run_with_a_session_nested_5000_levels_deep_moves_it_aside_and_runs(tmp_path, monkeypatch, openai_server):
+    """`thinkflow-run agent.yaml "task" --session deep` (here `thinkflow run`, the same command) on a session file
+    nested 5000 levels deep: the run goes on with an empty history and says so; the file is kept aside whole."""
+    from click.testing import CliRunner
+
+    from thinkflow.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    agent = tmp_path / "agent.yaml"
+    agent.write_text("version: 1\nname: tester\nmodel:\n  name: openai/test\n"
+                     f"  api_base: {openai_server.url}\n  api_key: test-key\n  num_retries: 0\n"
+                     "prompt:\n  text: You test.\ntools: [calculator]\nloop: {style: native, max_steps: 2}\n",
+                     encoding="utf-8")
+    session_file = tmp_path / ".thinkflow" / "sessions" / "tester" / "deep.json"
+    session_file.parent.mkdir(parents=True)
+    content = b'{"version": 1, "turns": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    session_file.write_bytes(content)
+    openai_server.push(text_reply("a fresh answer"))
+    result = CliRunner().invoke(main, ["run", str(agent), "the task", "--session", "deep"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "a fresh answer\n"
+    (aside,) = session_file.parent.glob("deep.corrupt-*")
+    assert aside.read_bytes() == content
+    assert (f"warning: session file {Path('.thinkflow/sessions/tester/deep.json')} was corrupt (NestingError: JSON "
+            f"nested deeper than 200 levels); moved it to {aside.name} and started the session afresh"
+            ) in " ".join(result.stderr.split())
+    sent = openai_server.requests[0]["messages"]
+    assert [(m["role"], m["content"]) for m in sent[1:]] == [("user", "the task")]
+    turns = json.loads(session_file.read_text(encoding="utf-8"))["turns"]
+    assert [(t["task"], t["answer"]) for t in turns] == [("the task", "a fresh answer")]
 
 
 WRITER = """

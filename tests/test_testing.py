@@ -397,6 +397,43 @@ def test_from_trace_replays_a_call_whose_arguments_could_not_be_decoded(project,
     assert replay.exit_code == 0, replay.output
 
 
+def test_from_trace_skips_lines_that_are_no_events_and_names_them(project, openai_server):
+    """A trace with lines of valid JSON but no event (a string, a list, null, a number, a warning whose message is
+    a number, nesting 3000 levels deep, NaN, Infinity) still makes its test: each line is named on stderr."""
+    from thinkflow.agent import build
+    from thinkflow.config.loader import load_agent
+    from thinkflow.run.loop import run
+
+    agent_path = write_agent(project, openai_server)
+    script_adds(openai_server)
+    result = run(build(load_agent(agent_path)), "What is 2 + 3?", trace_dir=project / "runs")
+    assert result.completed
+    trace = project / "runs" / f"{result.run_id}.jsonl"
+    lines = trace.read_text(encoding="utf-8").split("\n")
+    bad = ['"a string"', "[1, 2]", "null", "7", '{"type": "warning", "message": 5}',
+           "[" * 3000 + "]" * 3000, '{"type": "warning", "message": "m", "step": NaN}',
+           '{"type": "tool_called", "name": "calculator", "arguments": {"x": Infinity}}']
+    trace.write_text("\n".join([lines[0], *bad, *lines[1:]]), encoding="utf-8")
+    out = project / "tests.d" / "skipped.test.yaml"
+    made = CliRunner().invoke(main, ["test", "--from-trace", result.run_id, "--trace-dir", str(project / "runs"),
+                                     "--agent", str(agent_path), "--out", str(out)])
+    assert made.exception is None or isinstance(made.exception, SystemExit), repr(made.exception)
+    assert made.exit_code == 0, made.output
+    assert made.stderr.splitlines() == [f"{trace}: skipped line {n}: {why}" for n, why in [
+        (2, "not an event: a string, not an object"), (3, "not an event: a list, not an object"),
+        (4, "not an event: null, not an object"), (5, "not an event: a number, not an object"),
+        (6, "'message' of a warning event is a number, not text"), (7, "JSON nested deeper than 200 levels"),
+        (8, "NaN is not a JSON number"), (9, "Infinity is not a JSON number")]]
+    (case,) = load_test_file(out).cases
+    assert case.task == "What is 2 + 3?"
+    kinds = {a.kind: a.value for a in case.assertions}
+    assert kinds["status"] == "completed" and kinds["answer.equals"] == "2 + 3 = 5"
+    assert [c["name"] for c in kinds["tools.order"]] == ["calculator"]
+    openai_server.stop()
+    replay = CliRunner().invoke(main, ["test", str(out)])
+    assert replay.exit_code == 0, replay.output
+
+
 # --- the response cache ------------------------------------------------------------------------------------------
 
 def test_cache_answers_the_second_identical_run_and_the_trace_marks_the_hit(project, openai_server, fresh_cache):

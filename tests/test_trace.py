@@ -569,3 +569,175 @@ def test_a_steady_stream_of_closed_traces_does_not_hold_the_first_back(tmp_path,
     assert synced, "no trace was synced while traces kept closing"
     assert closed < 100
     assert trace_mod.wait_for_syncs(timeout=10)
+
+
+# ------------------------------------------------------------------------- lines of valid JSON but the wrong shape
+def _around(path, bad_line: str) -> None:
+    """A trace whose third line is ``bad_line``, between good events a reader must still show."""
+    good = [ev.RunStarted(run_id="20240101-100000-aaaaaa", agent="bot", task="add two numbers", model="m",
+                          style="native"),
+            ev.RunWarning("before the bad line", code="x"),
+            None,
+            ev.RunWarning("after the bad line", code="x"),
+            ev.RunFinished(run_id="20240101-100000-aaaaaa", status="completed", answer="It is 4.", steps=1,
+                           tool_calls=0, usage={"total_tokens": 30}, duration_s=1.5)]
+    path.write_text("".join((bad_line if e is None else json.dumps(e.to_dict())) + "\n" for e in good),
+                    encoding="utf-8")
+
+
+WRONG_SHAPES = [
+    ('"just a string"', "not an event: a string, not an object"),
+    ("[1, 2, 3]", "not an event: a list, not an object"),
+    ("null", "not an event: null, not an object"),
+    ("42", "not an event: a number, not an object"),
+    ("true", "not an event: true, not an object"),
+    ('{"type": "warning", "message": 5}', "'message' of a warning event is a number, not text"),
+    ('{"type": 7, "message": "x"}', "not an event: 'type' is a number, not text"),
+    ('{"message": "no type"}', "not an event: no 'type'"),
+    ('{"type": "tool_returned", "name": "t", "status": "ok", "duration_s": NaN}', "NaN is not a JSON number"),
+    ('{"type": "run_finished", "status": "completed", "duration_s": Infinity}', "Infinity is not a JSON number"),
+    ('{"type": "warning", "data": ' + "[" * 3000 + "]" * 3000 + "}", "JSON nested deeper than 200 levels"),
+    ("[" * 3000 + "]" * 3000, "JSON nested deeper than 200 levels"),
+    ('{"type": "model_request", "step": 1, "parts": [5]}',
+     "'parts' of a model_request event is not a list of {\"new\": message} and [first, last] parts"),
+    ('{"type": "model_replied", "usage": {"total_tokens": "many"}}',
+     "'usage.total_tokens' of a model_replied event is a string, not a number"),
+    ('{"type": "tool_returned", "duration_s": 1' + "0" * 400 + "}",
+     "'duration_s' of a tool_returned event is an integer of 401 digits, beyond the float range"),
+    ('{"type": "subagent_event", "agent": "helper", "event": {"type": "tool_called", "arguments": [1]}}',
+     "in its sub-agent's event: 'arguments' of a tool_called event is a list, not an object"),
+]
+
+
+@pytest.mark.parametrize("bad_line, reason", WRONG_SHAPES, ids=[r for _, r in WRONG_SHAPES])
+def test_trace_show_and_last_skip_a_line_of_the_wrong_shape_with_a_note(tmp_path, bad_line, reason):
+    path = tmp_path / "20240101-100000-aaaaaa.jsonl"
+    _around(path, bad_line)
+    runner = CliRunner()
+    for args in (["show", str(path)], ["last", "--trace-dir", str(tmp_path)]):
+        result = runner.invoke(main, ["trace", *args])
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+        assert result.exit_code == 0, result.output
+        out = " ".join(result.output.split())  # rich wraps long lines
+        assert f"skipped line 3: {reason}" in out
+        assert "add two numbers" in out
+        assert "warning: before the bad line" in out and "warning: after the bad line" in out
+        assert "completed · 1 step · 0 tool calls · 30 tokens · 1.5 s" in out
+        assert "unfinished" not in out
+
+
+SOME_WRONG_SHAPES = WRONG_SHAPES[:6] + WRONG_SHAPES[8:12]
+
+
+@pytest.mark.parametrize("bad_line, reason", SOME_WRONG_SHAPES, ids=[r for _, r in SOME_WRONG_SHAPES])
+def test_trace_show_json_and_list_skip_a_line_of_the_wrong_shape(tmp_path, bad_line, reason):
+    path = tmp_path / "20240101-100000-aaaaaa.jsonl"
+    _around(path, bad_line)
+    runner = CliRunner()
+    raw = runner.invoke(main, ["trace", "show", str(path), "--json"])
+    assert raw.exit_code == 0, raw.output
+    events = [json.loads(line) for line in raw.stdout.splitlines()]  # stdout: the events only, valid JSON
+    assert [e["type"] for e in events] == ["run_started", "warning", "warning", "run_finished"]
+    assert [e.get("message") for e in events[1:3]] == ["before the bad line", "after the bad line"]
+    assert raw.stderr == f"{path}: skipped line 3: {reason}\n"
+    listed = runner.invoke(main, ["trace", "list", "--trace-dir", str(tmp_path)])
+    assert listed.exit_code == 0, listed.output
+    row = next(line for line in listed.output.splitlines() if "20240101-100000-aaaaaa" in line)
+    assert [cell.strip() for cell in row.split("│")[2:6]] == ["bot", "completed", "1", "30"]
+
+
+def test_trace_list_names_a_run_whose_first_line_is_not_an_event(tmp_path):
+    """The first line (where `trace list` looks for run_started) is a list: the run is still listed, by its
+    events."""
+    path = tmp_path / "20240101-100000-aaaaaa.jsonl"
+    _around(path, "[1]")
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[2], *lines[:2], *lines[3:]]) + "\n")
+    listed = CliRunner().invoke(main, ["trace", "list", "--trace-dir", str(tmp_path)], env={"COLUMNS": "120"})
+    assert listed.exit_code == 0, listed.output
+    row = next(line for line in listed.output.splitlines() if "20240101-100000-aaaaaa" in line)
+    assert [cell.strip() for cell in row.split("│")[2:7]] == ["bot", "completed", "1", "30", "add two numbers"]
+
+
+def test_text_from_a_trace_is_never_markup(tmp_path):
+    """A status, an agent name or a style that reads as rich markup ("[/]") is shown as it is, not parsed."""
+    path = tmp_path / "20240101-100000-aaaaaa.jsonl"
+    lines = [ev.RunStarted(run_id="r", agent="[/]bot[bold]", task="t [/x]"),
+             ev.ModelRequest(step=1, style="[/]", messages=[]),
+             ev.ToolReturned(step=1, name="[red]t", status="[/]", observation="[/]"),
+             ev.RunFinished(status="[/done]", steps=1, error="[/]")]
+    path.write_text("".join(json.dumps(e.to_dict()) + "\n" for e in lines), encoding="utf-8")
+    shown = CliRunner().invoke(main, ["trace", "show", str(path)])
+    assert shown.exit_code == 0, shown.output
+    assert "step 1 · 0 messages sent · [/] style" in shown.output
+    assert "← [red]t [/] · 0.00 s" in shown.output
+    assert "[/done] · 1 step" in shown.output
+    listed = CliRunner().invoke(main, ["trace", "list", "--trace-dir", str(tmp_path)])
+    assert listed.exit_code == 0, listed.output
+    assert "[/]bot[bold]" in listed.output and "[/done]" in listed.output
+
+
+def test_render_trace_shows_fields_of_any_type_as_text():
+    """The renderer does not trust the reader: a message that is a number, a usage that is a list, a duration that
+    is text, messages that are no objects."""
+    from rich.console import Console
+
+    from thinkflow.cli.trace_render import render_trace
+
+    console = Console(file=io.StringIO(), width=200)
+    render_trace([{"type": "warning", "message": 5},
+                  {"type": "model_request", "step": [1], "messages": [3, {"role": 1, "content": {"a": 1}}]},
+                  {"type": "model_replied", "usage": [1], "latency_s": "slow", "action": {"kind": "error", "error": 7}},
+                  {"type": "tool_returned", "name": None, "status": 3, "duration_s": "x", "observation": ["o"]},
+                  {"type": "subagent_event", "depth": "deep", "agent": 4, "event": {"type": "warning", "message": [2]}},
+                  {"type": "plan_revised", "start": "two", "steps": "not a list"},
+                  {"type": "run_finished", "status": ["done"], "steps": "2", "usage": {"total_tokens": 10 ** 400}},
+                  "not an event", None], console, full=True)
+    out = console.file.getvalue()
+    assert "warning: 5" in out
+    assert "step [1] · 2 messages sent" in out
+    assert ': 3' in out and '1: {"a": 1}' in out
+    assert "reply · 0.0 s · 0 tokens" in out and "unusable reply: 7" in out
+    assert "←  3 · 0.00 s" in out and '["o"]' in out
+    assert '  4 › (step ) warning: [2]' in out
+    assert '["done"] · 0 steps · 0 tool calls · 0 tokens · 0.0 s' in out
+
+
+def test_a_line_break_json_keeps_inside_a_string_does_not_cut_the_line(tmp_path):
+    """U+2028, U+0085 and the other characters str.splitlines breaks at are text inside a JSON string (the writer
+    keeps them as they are): the reader splits at \\n only."""
+    path = tmp_path / "r.jsonl"
+    with TraceWriter(path) as writer:
+        writer.write(ev.RunWarning("a\u2028b\x85c\x1cd\x0be\x0cf\u2029g", code="x"))
+        writer.write(ev.RunWarning("next", code="x"))
+    assert [e["message"] for e in read_trace(path)] == ["a\u2028b\x85c\x1cd\x0be\x0cf\u2029g", "next"]
+
+
+def test_read_trace_lines_lists_what_it_skipped(tmp_path):
+    from thinkflow.run.trace import SkippedLine, read_trace_lines
+
+    path = tmp_path / "r.jsonl"
+    _around(path, "[1]")
+    events, skipped = read_trace_lines(path)
+    assert [e["type"] for e in events] == ["run_started", "warning", "warning", "run_finished"]
+    assert skipped == [SkippedLine(3, "not an event: a list, not an object")]
+    assert str(skipped[0]) == "line 3: not an event: a list, not an object"
+    assert read_trace(path) == events
+
+
+def test_a_line_nested_just_within_the_bound_is_read(tmp_path):
+    """A tool call's arguments may be nested json_limits.MAX_DEPTH levels deep; its trace line wraps them in more:
+    it is still read."""
+    from thinkflow.model.json_limits import MAX_DEPTH
+
+    arguments: dict = {}
+    inner = arguments
+    for _ in range(MAX_DEPTH - 1):
+        inner["a"] = {}
+        inner = inner["a"]
+    path = tmp_path / "r.jsonl"
+    with TraceWriter(path) as writer:
+        writer.write({"type": "subagent_event", "agent": "helper", "depth": 1,
+                      "event": ev.ToolCalled(step=1, call_id="c", name="t", arguments=arguments).to_dict()})
+    (event,) = read_trace(path)
+    assert event["event"]["arguments"] == arguments

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import threading
 import time
 from typing import Any
@@ -58,11 +59,36 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def as_text(value: Any) -> str:
+    """``value`` as text to show: a string as it is, None as "", anything else (a number, a list, an object from
+    a trace someone edited) as compact JSON, or ``str`` when it is no JSON."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return str(value)
+
+
+def as_number(value: Any) -> float:
+    """``value`` as a finite float to format (a duration, a cost): a number as it is, anything else (text, null, a
+    NaN, an integer too large for a float) as 0.0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0
+    try:
+        number = float(value)
+    except OverflowError:
+        return 0.0
+    return number if math.isfinite(number) else 0.0
+
+
 def format_usage(usage: dict[str, Any] | None) -> str:
-    """``"1,234 tokens · $0.0012"`` (cost left out when unknown)."""
-    usage = usage or {}
-    text = f"{int(usage.get('total_tokens') or 0):,} tokens"
-    cost = usage.get("cost_usd")
+    """``"1,234 tokens · $0.0012"`` (cost left out when unknown; counts that are no numbers read as 0)."""
+    usage = usage if isinstance(usage, dict) else {}
+    text = f"{int(as_number(usage.get('total_tokens'))):,} tokens"
+    cost = as_number(usage.get("cost_usd"))
     if cost:
         text += f" · ${cost:.4f}"
     return text
@@ -70,31 +96,39 @@ def format_usage(usage: dict[str, Any] | None) -> str:
 
 def subagent_line(event: dict[str, Any]) -> str | None:
     """One rich-markup line for a sub-agent's event (``SubAgentEvent.event``), or None for events not shown
-    (model requests, summaries, ...)."""
+    (model requests, summaries, ...). Every value is shown as text (:func:`as_text`) and escaped, whatever its
+    type."""
+    if not isinstance(event, dict):
+        return None
     kind = event.get("type")
+
+    def text(key: str) -> str:
+        return escape(as_text(event.get(key)))
+
     if kind == "run_started":
-        return f"started: {escape(shorten(event.get('task', ''), 160, 1))}"
+        return f"started: {escape(shorten(as_text(event.get('task')), 160, 1))}"
     if kind == "model_replied" and event.get("thought"):
-        return f"[italic]{escape(shorten(event['thought'], 200, 2))}[/]"
+        return f"[italic]{escape(shorten(as_text(event['thought']), 200, 2))}[/]"
     if kind == "tool_called":
-        return f"[bold blue]→ {escape(event.get('name', ''))}[/] {escape(format_arguments(event.get('arguments'), 160))}"
+        return f"[bold blue]→ {text('name')}[/] {escape(format_arguments(event.get('arguments'), 160))}"
     if kind == "tool_returned":
         color = "green" if event.get("status") == "ok" else "yellow"
-        return f"[{color}]← {escape(event.get('name', ''))} {event.get('status')}[/]"
+        return f"[{color}]← {text('name')} {text('status')}[/]"
     if kind == "final_answer":
-        return f"answer: {escape(shorten(event.get('text', ''), 200, 2))}"
+        return f"answer: {escape(shorten(as_text(event.get('text')), 200, 2))}"
     if kind == "warning":
-        return f"[yellow]warning: {escape(event.get('message', ''))}[/]"
+        return f"[yellow]warning: {text('message')}[/]"
     if kind == "plan_created":
-        return f"plan: {counted(len(event.get('steps') or []), 'step')}"
+        steps = event.get("steps")
+        return f"plan: {counted(len(steps) if isinstance(steps, list) else 0, 'step')}"
     if kind == "plan_step_started":
-        return f"plan step {event.get('index')}: {escape(event.get('instruction', ''))}"
+        return f"plan step {text('index')}: {text('instruction')}"
     if kind == "step_outcome":
-        return f"plan step {event.get('index')}: {event.get('status')}"
+        return f"plan step {text('index')}: {text('status')}"
     if kind == "run_finished":
-        status = event.get("status", "")
-        return (f"[{STATUS_STYLE.get(status, 'yellow')}]{status}[/] · {counted(event.get('steps', 0), 'step')} · "
-                f"{format_usage(event.get('usage'))}")
+        status = as_text(event.get("status"))
+        return (f"[{STATUS_STYLE.get(status, 'yellow')}]{escape(status)}[/] · "
+                f"{counted(int(as_number(event.get('steps'))), 'step')} · {format_usage(event.get('usage'))}")
     return None
 
 
@@ -102,7 +136,8 @@ def subagent_prefix(e: Any) -> str:
     """The indent and magenta agent name (``"  [magenta]helper[/] › "``) before a sub-agent's line, for an event
     (dict or object) with ``depth`` and ``agent``."""
     get = e.get if isinstance(e, dict) else lambda key, default=None: getattr(e, key, default)
-    return f"{'  ' * int(get('depth', 1) or 1)}[magenta]{escape(str(get('agent', '')))}[/] › "
+    depth = min(int(as_number(get("depth", 1))) or 1, 20)  # a trace may say anything: a sane indent
+    return f"{'  ' * depth}[magenta]{escape(as_text(get('agent', '')))}[/] › "
 
 
 class LiveView:

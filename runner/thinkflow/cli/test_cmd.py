@@ -174,8 +174,9 @@ def _table(console: Any, results: list[Any], mode: str) -> None:
 def _from_trace(ref: str, agent_file: Path | None, out_file: Path | None, trace_dir: Path | None) -> None:
     from thinkflow.config.locate import find_subagent
     from thinkflow.config.testfile import load_test_file
+    from thinkflow.cli.trace_cmd import echo_skipped
     from thinkflow.errors import SpecError, ThinkFlowError
-    from thinkflow.run.trace import find_trace, read_trace
+    from thinkflow.run.trace import find_trace, read_trace_lines
     from thinkflow.testing.from_trace import case_from_trace, write_test_from_trace
 
     try:
@@ -183,7 +184,9 @@ def _from_trace(ref: str, agent_file: Path | None, out_file: Path | None, trace_
     except ThinkFlowError as error:  # no such run: a usage error, like any wrong argument
         raise click.UsageError(str(error)) from None
     try:
-        made = case_from_trace(read_trace(path))
+        events, skipped = read_trace_lines(path)
+        echo_skipped(path, skipped)  # lines that are no event: the test is made of the others
+        made = case_from_trace(events)
     except ThinkFlowError as error:
         raise click.ClickException(str(error)) from None
     if agent_file is None:

@@ -35,7 +35,7 @@ class _Run:
     finished: dict[str, Any] = field(default_factory=dict)
     steps: dict[int, _Step] = field(default_factory=dict)
     preface: list[dict[str, Any]] = field(default_factory=list)  # events before step 1 (plan, recall)
-    subs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # "agent@step" -> its events
+    subs: dict[tuple[str, int, int], list[dict[str, Any]]] = field(default_factory=dict)  # (agent, step, depth)
 
     def step(self, number: int) -> _Step:
         if number not in self.steps:
@@ -66,7 +66,7 @@ def _collect(events: Iterable[dict[str, Any]]) -> _Run:
             if entry is not None:
                 entry["returned"] = event
         elif kind == "subagent_event":
-            key = f"{event.get('agent')}@{event.get('parent_step')}@{event.get('depth')}"
+            key = (str(event.get("agent")), int(event.get("parent_step") or 0), int(event.get("depth") or 0))
             run.subs.setdefault(key, []).append(event.get("event") or {})
         elif kind in ("warning", "style_switched", "final_answer", "summary", "memory_recalled", "plan_step_started",
                       "step_outcome", "plan_created", "plan_revised"):
@@ -87,7 +87,7 @@ def _pre(value: Any) -> str:
 
 def _usage_text(usage: dict[str, Any] | None) -> str:
     usage = usage or {}
-    parts = [f"{usage.get('prompt_tokens', 0):,} in / {usage.get('completion_tokens', 0):,} out tokens"]
+    parts = [f"{usage.get('prompt_tokens') or 0:,} in / {usage.get('completion_tokens') or 0:,} out tokens"]
     if usage.get("cost_usd") is not None:
         parts.append(f"${usage['cost_usd']:.5f}")
     return " · ".join(parts)
@@ -184,9 +184,8 @@ def _step_html(run: _Run, step: _Step, depth: int) -> str:
                      f'<small>{duration}</small></div>{_pre(called.get("arguments") or {})}'
                      f'<details {"open" if status != "ok" else ""}><summary>observation</summary>'
                      f'{_pre(returned.get("observation", ""))}</details>')
-        for key, events in run.subs.items():
-            agent, at, sub_depth = key.split("@")
-            if agent == called.get("name") and int(at) == step.number and int(sub_depth) == depth + 1:
+        for (agent, at, sub_depth), events in run.subs.items():
+            if agent == called.get("name") and at == step.number and sub_depth == depth + 1:
                 parts.append(f'<div class="sub"><h4>sub-agent {escape(agent)}</h4>'
                              f'{_run_html(_collect(events), depth + 1)}</div>')
         parts.append("</div>")
@@ -256,7 +255,8 @@ def render_report(events: Iterable[dict[str, Any]], *, title: str = "") -> str:
     """One self-contained HTML page of a run (see the module doc).
 
     Args:
-        events: the trace's events, in order (:func:`thinkflow.run.trace.read_trace`).
+        events: the trace's events, in order, as :func:`thinkflow.run.trace.read_trace` returns them (each line an
+            event by :func:`thinkflow.run.trace.event_problem`: its fields of the types the report formats).
         title: the page title (default: the agent and run id).
     Returns:
         the page, UTF-8 text.

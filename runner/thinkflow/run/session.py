@@ -19,7 +19,10 @@ Safety:
 - Known secrets (the values given as ``secrets`` and the environment's credentials, see
   :mod:`thinkflow.redaction`) are replaced by ``***`` in every turn before it is written.
 - A file that cannot be read as a session when it is opened is moved aside to ``<name>.corrupt-<timestamp>`` and
-  reported as a warning; the session then starts empty.
+  reported as a warning naming both files; the session then starts empty. That holds for any file that is not
+  one: not UTF-8, not JSON, JSON of another shape, a number JSON cannot carry (``NaN``) or nesting deeper than
+  :data:`thinkflow.run.stored.MAX_DEPTH` levels (the bounded decoder, :func:`thinkflow.run.stored.loads`: never a
+  ``RecursionError``). Nothing is lost: the file is renamed, never overwritten.
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ from typing import Any
 
 from thinkflow.atomic import atomic_write_bytes
 from thinkflow.errors import SessionError
+from thinkflow.model import json_limits
 from thinkflow.model.messages import Message
 from thinkflow.redaction import Redactor
+from thinkflow.run import stored
 
 DEFAULT_SESSION_ROOT = Path(".thinkflow") / "sessions"
 FORMAT_VERSION = 1
@@ -98,7 +103,8 @@ class Turn:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Turn":
-        """Build a turn from :meth:`to_dict` output. Raises KeyError/TypeError/ValueError on a bad shape."""
+        """Build a turn from :meth:`to_dict` output. Raises KeyError/TypeError/ValueError on a bad shape, OverflowError
+        for a ``time`` too large for a float."""
         if not isinstance(data, dict) or not isinstance(data["task"], str):
             raise TypeError("a turn must be an object with a string 'task'")
         messages = data.get("messages") or []
@@ -176,15 +182,16 @@ class Session:
         except OSError as error:
             raise SessionError(f"cannot read session {self.path}: {error.strerror or error}") from error
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = stored.loads(raw.decode("utf-8"))  # NestingError, JSONDecodeError: ValueErrors
             if not isinstance(data, dict) or not isinstance(data.get("turns"), list):
                 raise ValueError("not a session object with a 'turns' list")
             turns = [Turn.from_dict(t) for t in data["turns"]]
             created = float(data.get("created") or time.time())
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
+        except (ValueError, KeyError, TypeError, OverflowError) as error:  # UnicodeDecodeError is a ValueError
             moved = self._move_aside()
+            detail = error.msg if isinstance(error, json_limits.NumberError) else error  # its position is no place
             self.warnings.append(
-                f"session file {self.path} was corrupt ({type(error).__name__}: {error}); "
+                f"session file {self.path} was corrupt ({type(error).__name__}: {detail}); "
                 f"moved it to {moved.name} and started the session afresh"
             )
             return [], None

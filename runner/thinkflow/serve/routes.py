@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -123,22 +122,28 @@ def _trace_file(manager: Any, run_id: str) -> Path:
 
 
 def _edge_lines(path: Path, tail_bytes: int = 65536) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The first and the last JSON line of a trace file (either None when unreadable)."""
+    """The first and the last event line of a trace file (either None when there is none): each line read as
+    :func:`thinkflow.run.trace.read_trace_lines` reads it (bounded decoder, an event by
+    :func:`thinkflow.run.trace.event_problem`), so a line of another shape or nested thousands of levels deep is
+    passed over, not a 500."""
+    from thinkflow.run import stored
+    from thinkflow.run.trace import event_problem
+
     try:
         with path.open("rb") as handle:
             first_line = handle.readline()
             size = path.stat().st_size
             handle.seek(max(0, size - tail_bytes))
-            tail = handle.read().splitlines()
+            tail = handle.read().split(b"\n")
     except OSError:
         return None, None
 
     def parse(raw: bytes) -> dict[str, Any] | None:
         try:
-            value = json.loads(raw)
-        except ValueError:
+            value = stored.loads(raw.decode("utf-8", "replace"))
+        except ValueError:  # not JSON, NaN, too deep (NestingError)
             return None
-        return value if isinstance(value, dict) else None
+        return value if event_problem(value) is None else None
 
     last = None
     for raw in reversed(tail):

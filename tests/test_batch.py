@@ -339,3 +339,180 @@ def test_any_pending_agrees_with_pending_inputs_and_changes_nothing(tmp_path, st
     answer = any_pending(inputs, ResultLog(out), rerun_failed=rerun_failed)
     assert out.read_text() == before
     assert answer == bool(pending_inputs(inputs, ResultLog(out), rerun_failed=rerun_failed))
+
+
+# --- inputs and results of any shape (the bounded decoder, thinkflow.model.stored) ---------------------------------
+
+DEEP = "[" * 3000 + "]" * 3000
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)  # no lone surrogate: the file is UTF-8
+ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                        | TEXT, lambda c: st.lists(c, max_size=3) | st.dictionaries(TEXT, c, max_size=3),
+                        max_leaves=10)
+
+
+def nested(depth: int, kind: str) -> str:
+    """A JSON text ``depth`` levels deep: lists, or objects ``{"task": {"task": ...}}``."""
+    return "[" * depth + "]" * depth if kind == "list" else '{"task": ' * depth + "1" + "}" * depth
+
+
+ANY_LINE = st.one_of(
+    ANY_JSON.map(lambda v: json.dumps(v, ensure_ascii=False)),
+    st.dictionaries(st.sampled_from(["id", "task", "vars", "session", "status"]), ANY_JSON, max_size=4)
+    .map(lambda v: json.dumps(v, ensure_ascii=False)),
+    st.builds(nested, st.integers(150, 5000), st.sampled_from(["list", "object"])),
+    st.sampled_from(["NaN", "-Infinity", '{"task": "t", "vars": {"who": NaN}}', '{"id": "x", "status": Infinity}',
+                     "1e999", '{"id": "x", "status": "completed", "cost_usd": 1e400}']),
+)
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("[1, 2]", "not a JSON object: a list"),
+    ('"add 1 and 1"', "not a JSON object: a string"),
+    ("null", "not a JSON object: null"),
+    ("42", "not a JSON object: a number"),
+    (DEEP, "JSON nested deeper than 200 levels"),
+    ('{"id": "b", "task": "add 2 and 2", "vars": {"who": ' + "[" * 250 + "]" * 250 + "}}",
+     "JSON nested deeper than 200 levels"),
+    ('{"id": "b", "task": "add 2 and 2", "vars": {"who": NaN}}',
+     "NaN is not a JSON number (write numbers JSON can carry: no NaN or Infinity)"),
+    ('{"id": "b", "task": "add 2 and 2", "vars": {"who": -Infinity}}', "-Infinity is not a JSON number"),
+    ('{"id": "b", "task": "add 2 and 2", "vars": [1]}', "'vars' is not an object"),
+    ('{"id": ["b"], "task": "add 2 and 2"}', "'id' is not a non-empty string or an integer"),
+])
+def test_an_inputs_line_of_another_shape_is_refused_before_anything_runs(cli, tmp_path, openai_server, line, reason):
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('{"id": "a", "task": "add 1 and 1"}\n' + line + '\n{"id": "c", "task": "add 3 and 3"}\n',
+                      encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o", str(out)])
+    assert result.exit_code == 3, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert f"{inputs}: 1 invalid input\n" in result.output
+    assert f"{inputs}:2:1: <root>: {reason}" in result.output
+    assert not out.exists() and openai_server.requests == []
+
+
+def test_a_jsonl_file_whose_first_line_is_no_object_names_that_line(cli, tmp_path, openai_server):
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('["a", "add 1 and 1"]\n{"id": "b", "task": "add 2 and 2"}\n', encoding="utf-8")
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o",
+                               str(tmp_path / "out.jsonl")])
+    assert result.exit_code == 3
+    assert f'{inputs}:1:1: <root>: not a JSON object: a list (write {{"id": ..., "task": ...}})' in result.output
+    assert "column" not in result.output  # not read as CSV ("no 'task' column")
+
+
+def test_a_task_holding_line_separators_is_one_line(cli, tmp_path, openai_server):
+    openai_server.responder = adder
+    inputs = tmp_path / "in.jsonl"  # json.dumps(ensure_ascii=False) writes U+2028 and U+0085 as they are
+    inputs.write_text(json.dumps({"id": "a", "task": "add 1 and 2\u2028now\x85please"}, ensure_ascii=False) + "\n",
+                      encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert [(r["id"], r["answer"]) for r in results(out)] == [("a", "The answer is 3")]
+    assert openai_server.requests[0]["messages"][-1]["content"] == "add 1 and 2\u2028now\x85please"
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("[1]", "a list, not an object"),
+    ('"done"', "a string, not an object"),
+    (DEEP, "JSON nested deeper than 200 levels"),
+    ('{"id":"b","status":"completed","cost_usd":NaN}', "NaN is not a JSON number"),
+    ('{"id":["b"],"status":"completed"}', "its 'id' is a list, not a string or an integer"),
+    ('{"id":"b","status":5}', "its 'status' is a number, not a string"),
+    ('{"id":"b"}', "it has no 'status'"),
+])
+def test_a_results_line_of_another_shape_is_refused_and_the_file_kept(cli, tmp_path, openai_server, line, reason):
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "task": "add 1 and 1"}, {"id": "b", "task": "add 2 and 2"}])
+    out = tmp_path / "out.jsonl"
+    before = '{"id":"a","status":"completed","answer":"The answer is 2"}\n' + line + "\n"
+    out.write_text(before, encoding="utf-8")
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o", str(out)])
+    assert result.exit_code == 3, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert (f"{out}:2: not a batch result line ({reason}); name a new results file with -o (nothing was written)"
+            in " ".join(result.output.split()))
+    assert out.read_text(encoding="utf-8") == before and openai_server.requests == []
+
+
+def test_a_file_without_a_last_newline_that_holds_no_results_is_left_whole(cli, tmp_path, openai_server):
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "task": "add 1 and 1"}])
+    for notes in ("my notes", "line one\nline two", '{"a": 1}'):
+        out = tmp_path / "notes.txt"
+        out.write_text(notes, encoding="utf-8")
+        result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o", str(out)])
+        assert result.exit_code == 3 and "not a batch result line" in result.output
+        assert out.read_text(encoding="utf-8") == notes  # was cut to nothing as "a line torn by a kill"
+    assert openai_server.requests == []
+
+
+def test_a_last_result_without_its_newline_is_kept_and_a_cut_one_dropped_with_a_note(cli, tmp_path, openai_server):
+    openai_server.responder = adder
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "task": "add 1 and 1"}, {"id": "b", "task": "add 2 and 2"}])
+    agent = str(agent_yaml(tmp_path, openai_server))
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"id":"a","status":"completed","answer":"The answer is 2"}', encoding="utf-8")  # no newline
+    kept = cli.invoke(main, ["batch", agent, str(inputs), "-o", str(out), "-q"])
+    assert kept.exit_code == 0, kept.output
+    assert "2 inputs · 1 already done · 1 completed" in kept.output and "dropped" not in kept.output
+    assert [(r["id"], r["answer"]) for r in results(out)] == [("a", "The answer is 2"), ("b", "The answer is 4")]
+
+    out.write_text('{"id":"a","status":"completed","answer":"The answer is 2"}\n{"id":"b","status":"compl',
+                   encoding="utf-8")
+    cut = cli.invoke(main, ["batch", agent, str(inputs), "-o", str(out), "-q"])
+    assert cut.exit_code == 0, cut.output
+    assert (f"note: dropped line 2 of {out}: a result line cut short when its batch was killed (its input has no "
+            "result from it)") in " ".join(cut.output.split())
+    assert [(r["id"], r["answer"]) for r in results(out)] == [("a", "The answer is 2"), ("b", "The answer is 4")]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(line=ANY_LINE, at=st.integers(0, 3))
+def test_any_json_line_among_good_inputs_is_an_input_or_a_batch_error_naming_it(tmp_path, line, at):
+    good = [json.dumps({"id": f"good-{i}", "task": f"add {i} and 1"}) for i in range(3)]
+    lines = good[:at] + [line] + good[at:]
+    path = tmp_path / "fuzz.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    try:
+        items = read_inputs(path)
+    except BatchError as error:
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError):
+            value = None
+        same_id = {n for n, other in enumerate(lines, 1) if other != line and isinstance(value, dict)
+                   and json.loads(other)["id"] == str(value.get("id"))}  # a duplicate id is named on its later line
+        assert str(error).startswith(f"{path}: ")
+        assert error.issues and {i.line for i in error.issues} <= {at + 1} | same_id
+        assert all(i.file == str(path) for i in error.issues)
+    else:
+        assert [i.id for i in items if i.id.startswith("good-")] == ["good-0", "good-1", "good-2"]
+        assert [i.task for i in items if i.id.startswith("good-")] == ["add 0 and 1", "add 1 and 1", "add 2 and 1"]
+        assert len(items) == 4 and items[at].line == at + 1  # the line was an input too
+        assert isinstance(items[at].vars, dict) and isinstance(items[at].task, str)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(line=ANY_LINE, at=st.integers(0, 3), newline=st.booleans())
+def test_any_json_line_in_a_results_file_is_a_record_or_a_batch_error_and_the_file_is_kept(tmp_path, line, at,
+                                                                                           newline):
+    good = [json.dumps({"id": f"good-{i}", "status": "completed" if i % 2 else "max_steps"}) for i in range(3)]
+    lines = good[:at] + [line] + good[at:]
+    if not newline:  # the line last, without its newline: kept, refused, or dropped as cut short (never JSON)
+        lines = good + [line]
+    content = "\n".join(lines) + ("\n" if newline else "")
+    path = tmp_path / "out.jsonl"
+    path.write_text(content, encoding="utf-8")
+    try:
+        log = ResultLog(path)
+    except BatchError as error:
+        number = lines.index(line) + 1
+        assert str(error).startswith(f"{path}:{number}: not a batch result line (")
+        assert path.read_text(encoding="utf-8") == content  # refused: nothing changed
+    else:
+        assert {i: log.records[i]["status"] for i in ("good-0", "good-1", "good-2")} == {
+            "good-0": "max_steps", "good-1": "completed", "good-2": "max_steps"}
+        assert all(isinstance(r["status"], str) for r in log.records.values())
+        assert path.read_text(encoding="utf-8") == content + ("" if newline else "\n")  # at most its newline added
+        assert len(log.records) == len({*(f"good-{i}" for i in range(3)), str(json.loads(line)["id"])})

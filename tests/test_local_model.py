@@ -10,6 +10,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from thinkflow.model import local as local_model
 from thinkflow.errors import LocalModelError
@@ -205,3 +207,38 @@ def test_embedded_model_answers_for_real():
     assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
     assert reply.usage.cost_usd == 0.0
     assert any(line.startswith("loading model qwen2.5-coder-1.5b-instruct-q4_k_m.gguf") for line in progress)
+
+
+@pytest.mark.parametrize("sidecar", ["[1]", '"trusted"', "null", "7", "[" * 5000 + "]" * 5000,
+                                     '{"size": NaN, "mtime_ns": 1, "sha256": "x"}', '{"size": 1e999}',
+                                     '{"sha256": 5, "size": [1], "mtime_ns": {}}', "not json"])
+def test_a_sidecar_of_another_shape_is_not_trusted_and_the_file_is_verified_again(tmp_path, sidecar):
+    weights, paths = make_parts(tmp_path, CONTENTS)
+    cache = tmp_path / "cache"
+    target = ensure_gguf(weights, directory=cache, parts=paths)
+    (cache / "tiny.gguf.ok").write_text(sidecar, encoding="utf-8")
+    progress: list[str] = []
+    assert ensure_gguf(weights, directory=cache, parts=paths, on_progress=progress.append) == target
+    assert target.read_bytes() == b"".join(CONTENTS)
+    assert progress[-1] == "verifying cached model: 100%"  # hashed again, not trusted, not re-assembled
+    assert json.loads((cache / "tiny.gguf.ok").read_text()) == {
+        "size": weights.size, "mtime_ns": target.stat().st_mtime_ns, "sha256": weights.sha256}
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
+_ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                         | _TEXT, lambda c: st.lists(c, max_size=3) | st.dictionaries(_TEXT, c, max_size=3),
+                         max_leaves=10)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.one_of(_ANY_JSON, st.fixed_dictionaries({}, optional={"size": _ANY_JSON, "mtime_ns": _ANY_JSON,
+                                                                       "sha256": _ANY_JSON})))
+def test_any_json_sidecar_gives_the_verified_file(tmp_path_factory, value):
+    tmp_path = tmp_path_factory.mktemp("sidecar")
+    weights, paths = make_parts(tmp_path, CONTENTS)
+    cache = tmp_path / "cache"
+    target = ensure_gguf(weights, directory=cache, parts=paths)
+    (cache / "tiny.gguf.ok").write_text(json.dumps(value), encoding="utf-8")
+    assert ensure_gguf(weights, directory=cache, parts=paths).read_bytes() == b"".join(CONTENTS)
+    assert json.loads((cache / "tiny.gguf.ok").read_text())["sha256"] == weights.sha256 == \
+        hashlib.sha256(target.read_bytes()).hexdigest()

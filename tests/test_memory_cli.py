@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from thinkflow.cli import main
 
@@ -123,3 +125,107 @@ def test_cache_clear_embeddings_removes_exports_but_not_one_being_written(tmp_pa
     again = CliRunner().invoke(main, ["cache", "clear", "--embeddings", "--dir", str(tmp_path / "responses")])
     assert "removed 1 embedding export file (0.0 MB)" in again.output
     assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+
+
+# --- memory files of any shape (the bounded decoder, thinkflow.model.stored) ---------------------------------------
+
+GOOD_MEMORY = '{"id": "tea", "content": "Bob drinks green tea.", "metadata": {"kind": "user_fact", "time": 1.0}}\n'
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("line, message", [
+    ('{"content": "deep", "metadata": {"a": ' + "[" * 3000 + "]" * 3000 + "}}", "2: JSON nested deeper than 200 levels"),
+    ("[" * 5000 + "]" * 5000, "2: JSON nested deeper than 200 levels"),
+    ('{"content": "x", "metadata": {"score": NaN}}',
+     "2: NaN is not a JSON number (write numbers JSON can carry: no NaN or Infinity)"),
+    ('{"content": "x", "metadata": {"score": Infinity}}', "2: Infinity is not a JSON number"),
+    ('{"content": "x", "metadata": {"time": "yesterday"}}',
+     '2: "metadata"."time" must be a number (unix seconds) when given, not a string'),
+    ('{"content": "x", "metadata": {"time": true}}', '2: "metadata"."time" must be a number (unix seconds) when given'),
+    ('{"id": "tea", "content": "again"}', "2: \"id\" 'tea' is already used on line 1 (an id names one memory)"),
+    ('"just text"', '2: expected a JSON object with "content", got str'),
+    ('{"content": ["a"]}', '2: "content" must be a non-empty string'),
+])
+def test_import_refuses_a_line_of_another_shape_and_stores_nothing(agent, tmp_path, line, message):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(GOOD_MEMORY + line + "\n", encoding="utf-8")
+    result = run("memory", "import", str(bad), "--agent", str(agent))
+    assert result.exit_code == 1, result.output
+    assert f"error: {bad}:{message}" in " ".join(result.output.split())
+    listed = run("memory", "list", "--agent", str(agent), "--json")
+    assert json.loads(listed.output) == []  # checked before anything was stored
+
+
+@pytest.mark.slow
+def test_import_of_a_file_that_is_not_utf8_is_an_error(agent, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(GOOD_MEMORY.encode("utf-8") + b'{"content": "caf\xe9"}\n')
+    result = run("memory", "import", str(bad), "--agent", str(agent))
+    assert result.exit_code == 1
+    assert f"error: cannot read memory file {bad}: not UTF-8 text (byte " in " ".join(result.output.split())
+
+
+@pytest.mark.slow
+def test_export_then_import_keeps_line_separators_inside_a_memory(agent, tmp_path):
+    content = "first part\u2028second part\x85third part\u2029end"
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"id": "sep", "content": content, "metadata": {"time": 5.0}}, ensure_ascii=False)
+                      + "\n" + GOOD_MEMORY, encoding="utf-8")
+    assert run("memory", "import", str(source), "--agent", str(agent)).exit_code == 0
+    out = tmp_path / "out.jsonl"
+    assert run("memory", "export", str(out), "--agent", str(agent)).output == f"exported 2 memories to {out}\n"
+    assert "\u2028" in out.read_text(encoding="utf-8")  # written as it is, so a reader must not cut lines there
+    other = tmp_path / "other.yaml"
+    other.write_text(AGENT.replace("collection: notes", "collection: copy"), encoding="utf-8")
+    imported = run("memory", "import", str(out), "--agent", str(other))
+    assert imported.output == "imported 2 memories into 'copy'\n"
+    rows = json.loads(run("memory", "list", "--agent", str(other), "--json").output)
+    assert {r["id"]: r["content"] for r in rows} == {"sep": content, "tea": "Bob drinks green tea."}
+
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
+ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                        | TEXT, lambda c: st.lists(c, max_size=3) | st.dictionaries(TEXT, c, max_size=3),
+                        max_leaves=10)
+ANY_LINE = st.one_of(
+    ANY_JSON.map(lambda v: json.dumps(v, ensure_ascii=False)),
+    st.fixed_dictionaries({"content": ANY_JSON}, optional={"id": ANY_JSON, "metadata": ANY_JSON, "time": ANY_JSON})
+    .map(lambda v: json.dumps(v, ensure_ascii=False)),
+    st.fixed_dictionaries({"content": TEXT}, optional={"metadata": st.dictionaries(
+        st.sampled_from(["time", "kind", "x"]), ANY_JSON, max_size=3)}).map(json.dumps),
+    st.integers(150, 5000).map(lambda n: '{"content": ' * n + '"x"' + "}" * n),
+    st.integers(150, 5000).map(lambda n: "[" * n + "]" * n),
+    st.sampled_from(["NaN", '{"content": "x", "metadata": {"a": -Infinity}}', '{"content": "x", "metadata": '
+                     '{"time": 1e999}}', '{"content": "x", "metadata": {"time": ' + "9" * 400 + "}}"]),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(line=ANY_LINE, at=st.integers(0, 3))
+def test_any_json_line_among_good_memories_is_a_memory_or_an_error_naming_it(tmp_path, line, at):
+    from thinkflow.errors import MemoryStoreError
+    from thinkflow.memory.jsonl import read_memory_file
+
+    good = [json.dumps({"id": f"good-{i}", "content": f"fact {i}", "metadata": {"time": float(i)}}) for i in range(3)]
+    lines = good[:at] + [line] + good[at:]
+    path = tmp_path / "fuzz.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    try:
+        items = read_memory_file(path)
+    except MemoryStoreError as error:
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError):
+            value = None
+        later_same_id = {n for n, text in enumerate(lines, 1) if n > at + 1 and isinstance(value, dict)
+                         and json.loads(text)["id"] == value.get("id")}  # a repeated id is named on its later line
+        assert any(str(error).startswith(f"{path}:{n}: ") for n in {at + 1} | later_same_id), str(error)
+    else:
+        assert [(c, m, i) for c, m, i in items if i and str(i).startswith("good-")] == [
+            (f"fact {i}", {"time": float(i)}, f"good-{i}") for i in range(3)]
+        assert len(items) == 4
+        content, meta, mid = items[at]
+        assert isinstance(content, str) and content.strip()
+        assert meta is None or isinstance(meta, dict) and (meta.get("time") is None or isinstance(meta["time"],
+                                                                                                  (int, float)))
+        assert mid is None or isinstance(mid, str) and mid

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from thinkflow.config.spec import LongTermSpec
 from thinkflow.errors import MemoryStoreError
@@ -326,3 +328,55 @@ def test_models_that_are_not_mean_pooled_stay_on_torch(cache, tmp_path):
         onnx_pipeline.inspect_pipeline(no_normalize, label="two-modules")
     with pytest.raises(MemoryStoreError, match="is not a local sentence-transformers directory"):
         onnx_pipeline.inspect_pipeline("sentence-transformers/some-hub-name", label="some-hub-name")
+
+
+def _model_copy(tmp_path: Path) -> Path:
+    """The packaged model's configuration files (no weights) in ``tmp_path/model``."""
+    model = tmp_path / "model"
+    shutil.copytree(packaged_model_dir(), model, ignore=shutil.ignore_patterns("*.safetensors", "*.bin"))
+    return model
+
+
+@pytest.mark.parametrize("file, text, message", [
+    ("modules.json", "[" * 5000 + "]" * 5000, "modules.json: JSON nested deeper than 200 levels"),
+    ("modules.json", '[{"type": NaN}]', "modules.json: NaN is not a JSON number"),
+    ("1_Pooling/config.json", '{"pooling_mode_mean_tokens": true, "word_embedding_dimension": Infinity}',
+     "config.json: Infinity is not a JSON number"),
+    ("tokenizer_config.json", "[1]", "states no max_seq_length: it runs on torch"),
+    ("tokenizer_config.json", '"big"', "states no max_seq_length: it runs on torch"),
+    ("tokenizer_config.json", "[" * 5000 + "]" * 5000, "tokenizer_config.json: JSON nested deeper than 200 levels"),
+    ("tokenizer_config.json", '{"model_max_length": true}', "states no max_seq_length: it runs on torch"),
+])
+def test_model_files_of_another_shape_keep_the_model_on_torch(tmp_path, file, text, message):
+    model = _model_copy(tmp_path)
+    (model / "sentence_bert_config.json").write_text("{}", encoding="utf-8")  # max_seq_length read from the tokenizer
+    (model / file).write_text(text, encoding="utf-8")
+    with pytest.raises(MemoryStoreError) as caught:
+        onnx_pipeline.inspect_pipeline(model, label="edited")
+    assert message in str(caught.value)
+    embedder = Embedder(str(model))
+    assert embedder.backend == "torch"  # chosen without loading the model
+    assert message in embeddings.fallback_reasons[str(model)]
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
+_ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                         | _TEXT, lambda c: st.lists(c, max_size=3) | st.dictionaries(_TEXT, c, max_size=3),
+                         max_leaves=10)
+_DEEP = st.integers(150, 5000).map(lambda n: "[" * n + "]" * n)
+
+
+@settings(max_examples=100, deadline=None)
+@given(file=st.sampled_from(["modules.json", "1_Pooling/config.json", "tokenizer_config.json",
+                             "sentence_bert_config.json", "config_sentence_transformers.json"]),
+       text=st.one_of(_ANY_JSON.map(json.dumps), _DEEP, st.sampled_from(["NaN", '{"max_seq_length": Infinity}'])))
+def test_any_json_in_a_model_file_gives_a_pipeline_or_a_memory_store_error(tmp_path_factory, file, text):
+    model = _model_copy(tmp_path_factory.mktemp("model"))
+    (model / file).write_text(text, encoding="utf-8")
+    try:
+        pipeline = onnx_pipeline.inspect_pipeline(model, label="edited")
+    except MemoryStoreError as error:
+        assert str(error)
+    else:
+        assert pipeline.dimension == 384 and type(pipeline.max_seq_length) is int  # noqa: E721 - not a bool
+        assert 0 < pipeline.max_seq_length <= 8192 and pipeline.label == "edited"

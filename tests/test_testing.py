@@ -557,3 +557,194 @@ def test_a_passing_judge_verdict(project, openai_server):
     (result,) = TestRunner(mode="record").run_file(load_test_file(path))
     assert result.passed, result.first_failure
     assert load_cassette(project / "cassettes" / "helper" / "adds.json").judge[0]["reply"]["text"].startswith('{"pass": true')
+
+
+# --- cassettes and cache entries of any shape (the bounded decoder, thinkflow.model.stored) -------------------------
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
+ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                        | TEXT, lambda c: st.lists(c, max_size=3) | st.dictionaries(TEXT, c, max_size=3),
+                        max_leaves=10)
+DEEP_TEXT = st.builds(lambda n, kind: "[" * n + "]" * n if kind == "list" else '{"a": ' * n + "1" + "}" * n,
+                      st.integers(150, 5000), st.sampled_from(["list", "object"]))
+
+
+def _recorded_cassette(project: Path, server) -> tuple[Path, Path, dict]:
+    write_agent(project, server)
+    path = write_test(project, CASE)
+    script_adds(server)
+    assert CliRunner().invoke(main, ["test", str(path), "--record"]).exit_code == 0
+    cassette = project / "cassettes" / "helper" / "adds.json"
+    return path, cassette, json.loads(cassette.read_text(encoding="utf-8"))
+
+
+def _set(data: dict, where: tuple, value) -> dict:
+    inner = data
+    for key in where[:-1]:
+        inner = inner[key]
+    inner[where[-1]] = value
+    return data
+
+
+@pytest.mark.parametrize("where, value, message", [
+    (("runs", 0, 0, "reply", "usage"), "x", "runs[0][0].reply.usage is a string, not an object"),
+    (("runs", 0, 0, "reply", "usage", "prompt_tokens"), "ten", "runs[0][0].reply.usage.prompt_tokens is a string, "
+                                                               "not a number"),
+    (("runs", 0, 1, "reply", "usage", "cost_usd"), [1], "runs[0][1].reply.usage.cost_usd is a list, not a number"),
+    (("runs", 0, 0, "reply", "tool_calls"), ["x"], "runs[0][0].reply.tool_calls[0] is a string, not an object"),
+    (("runs", 0, 0, "reply", "tool_calls", 0, "arguments"), "2 + 3",
+     "runs[0][0].reply.tool_calls[0].arguments is a string, not an object"),
+    (("runs", 0, 0, "reply", "argument_errors"), [1], "runs[0][0].reply.argument_errors is a list, not an object"),
+    (("runs", 0, 1, "reply", "text"), 5, "runs[0][1].reply.text is a number, not text"),
+    (("runs", 0, 1, "reply", "finish_reason"), ["stop"], "runs[0][1].reply.finish_reason is a list, not text"),
+    (("runs", 0, 1, "reply"), None, "runs[0][1].reply is null, not an object"),
+    (("runs", 0, 1, "request"), "hi", "runs[0][1].request is a string, not an object"),
+    (("runs", 0), {"a": 1}, "runs[0] is an object, not a list of interactions"),
+    (("capabilities",), "abc", "capabilities is a string, not an object"),
+    (("capabilities", "function_calling"), "yes", "capabilities.function_calling is a string, not true or false"),
+    (("judge",), "abc", "judge is a string, not a list of interactions"),
+])
+def test_a_cassette_edited_into_another_shape_fails_its_case_with_the_place(project, openai_server, where, value,
+                                                                             message):
+    path, cassette, data = _recorded_cassette(project, openai_server)
+    cassette.write_text(json.dumps(_set(data, where, value)), encoding="utf-8")
+    openai_server.stop()
+    result = CliRunner().invoke(main, ["test", str(path), "--format", "github"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 1, result.output
+    assert f"::error file={path},line=4,col=5::adds: {cassette}: {message}" in result.output
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: "[" * 3000 + "]" * 3000, "not a cassette: JSON nested deeper than 200 levels"),
+    (lambda t: t.replace('"prompt_tokens": 10', '"prompt_tokens": NaN', 1), "not a cassette: NaN is not a JSON number"),
+    (lambda t: t.replace('"prompt_tokens": 10', '"prompt_tokens": 1e999', 1), "not a cassette: the number 1e999 is "
+                                                                              "beyond the float range"),
+    (lambda t: '{"version": 1, "runs": [[{"request": {}, "reply": ' + "[" * 300 + "]" * 300 + "}]]}",
+     "not a cassette: JSON nested deeper than 200 levels"),
+    (lambda t: "[1, 2]", "not a version 1 cassette"),
+], ids=["deep-file", "nan", "float-overflow", "deep-reply", "a-list"])
+def test_a_cassette_nested_too_deep_or_with_nan_fails_its_case(project, openai_server, edit, message):
+    path, cassette, _ = _recorded_cassette(project, openai_server)
+    cassette.write_text(edit(cassette.read_text(encoding="utf-8")), encoding="utf-8")
+    openai_server.stop()
+    result = CliRunner().invoke(main, ["test", str(path), "--format", "github"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 1
+    assert f"::error file={path},line=4,col=5::adds: {cassette}: {message}" in result.output
+
+
+CASSETTE = {
+    "version": 1, "agent": "helper", "case": "adds", "model": "openai/test",
+    "capabilities": {"function_calling": True, "json_schema": True, "json_mode": True},
+    "recorded_at": "2026-12-01T09:30:00Z",
+    "runs": [[
+        {"request": {"messages": [{"role": "user", "content": "What is 2 + 3?"}], "tools": [], "response_format": None,
+                     "stop": []},
+         "reply": {"text": "", "tool_calls": [{"id": "call_1", "name": "calculator",
+                                               "arguments": {"expression": "2 + 3"}}],
+                   "finish_reason": "tool_calls", "usage": {"prompt_tokens": 10, "completion_tokens": 5,
+                                                            "total_tokens": 15, "cost_usd": None, "calls": 1},
+                   "model": "test", "argument_errors": {}}},
+        {"request": {"messages": [], "tools": [], "response_format": None, "stop": []},
+         "reply": {"text": "2 + 3 = 5", "tool_calls": [], "finish_reason": "stop", "usage": {"total_tokens": 3},
+                   "model": "test", "argument_errors": {}}},
+    ]],
+    "judge": [],
+}
+PLACES = [(), ("runs",), ("runs", 0), ("runs", 0, 0), ("runs", 0, 1, "request"), ("runs", 0, 0, "reply"),
+          ("runs", 0, 0, "reply", "text"), ("runs", 0, 0, "reply", "tool_calls"),
+          ("runs", 0, 0, "reply", "tool_calls", 0), ("runs", 0, 0, "reply", "tool_calls", 0, "arguments"),
+          ("runs", 0, 0, "reply", "tool_calls", 0, "name"), ("runs", 0, 0, "reply", "tool_calls", 0, "id"),
+          ("runs", 0, 0, "reply", "usage"), ("runs", 0, 0, "reply", "usage", "prompt_tokens"),
+          ("runs", 0, 0, "reply", "usage", "cost_usd"), ("runs", 0, 0, "reply", "finish_reason"),
+          ("runs", 0, 0, "reply", "model"), ("runs", 0, 0, "reply", "argument_errors"),
+          ("runs", 0, 0, "reply", "argument_errors", "call_1"), ("judge",), ("judge", "0"), ("capabilities",),
+          ("capabilities", "json_mode"), ("version",), ("model",)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(place=st.sampled_from(PLACES), value=ANY_JSON, deep=st.one_of(st.none(), DEEP_TEXT))
+def test_any_json_anywhere_in_a_cassette_loads_and_replays_or_is_a_cassette_error(tmp_path_factory, place, value,
+                                                                                   deep):
+    """One place of a cassette holds any JSON value (or a value nested 150 to 5000 levels deep): the cassette loads
+    and every recorded reply replays, or load_cassette raises a CassetteError naming the file; the run it did not
+    touch is kept as recorded."""
+    import copy
+
+    from thinkflow.testing.cassette import CassetteError
+    from thinkflow.testing.replay import ReplayClient
+
+    data = copy.deepcopy(CASSETTE)
+    if place == ("judge", "0"):
+        data["judge"] = [value]
+    elif place:
+        _set(data, place, "@DEEP@" if deep else value)
+    content = json.dumps(data if place else value if not deep else "@DEEP@", ensure_ascii=False)
+    if deep:
+        content = content.replace('"@DEEP@"', deep)
+    path = tmp_path_factory.mktemp("cassette") / "case.json"
+    path.write_text(content, encoding="utf-8")
+    try:
+        cassette = load_cassette(path)
+    except CassetteError as error:
+        assert str(error).startswith(str(path))
+        return
+    assert all(isinstance(run, list) for run in cassette.runs)
+    for run in [*cassette.runs, cassette.judge]:
+        client = ReplayClient(run, model=cassette.model, capabilities=cassette.capabilities, mode="by_step")
+        for _ in run:
+            reply = client.complete([])
+            assert isinstance(reply.text, str) and all(isinstance(c.arguments, dict) for c in reply.tool_calls)
+            assert isinstance(reply.usage.total_tokens, int) and isinstance(reply.usage.calls, int)
+    if place[:1] != ("runs",) and place:
+        assert cassette.runs == CASSETTE["runs"]
+
+
+def test_a_cache_entry_of_another_shape_is_a_miss_and_is_kept(tmp_path):
+    from thinkflow.model.cache import DiskBackend
+
+    backend = DiskBackend(tmp_path)
+    backend.set_cache("good", {"timestamp": 1.0, "response": "{}"})
+    assert backend.get_cache("good") == {"timestamp": 1.0, "response": "{}"}
+    entries = {
+        "list": "[1]",
+        "deep": "[" * 5000 + "]" * 5000,
+        "deep-value": '{"key": "deep-value", "expires": null, "value": ' + "[" * 300 + "]" * 300 + "}",
+        "nan": '{"key": "nan", "expires": NaN, "value": {"timestamp": 1.0}}',
+        "huge": '{"key": "huge", "expires": 1e999, "value": {"timestamp": 1.0}}',
+        "expires-text": '{"key": "expires-text", "expires": "soon", "value": {"timestamp": 1.0}}',
+        "expires-list": '{"key": "expires-list", "expires": [1], "value": {"timestamp": 1.0}}',
+        "not-utf8": b'{"key": "not-utf8", "value": "caf\xe9"}',
+    }
+    for key, content in entries.items():
+        path = backend._path(key)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+        assert backend.get_cache(key) is None, key
+        assert path.exists(), key  # left for the next write of that key to replace
+    backend._path("old").write_text('{"key": "old", "expires": 1, "value": {"timestamp": 1.0}}', encoding="utf-8")
+    assert backend.get_cache("old") is None and not backend._path("old").exists()  # expired: removed
+    assert backend.get_cache("good") == {"timestamp": 1.0, "response": "{}"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(entry=st.one_of(ANY_JSON.map(lambda v: json.dumps(v, ensure_ascii=False)),
+                       st.fixed_dictionaries({"key": st.just("k")}, optional={"expires": ANY_JSON, "value": ANY_JSON})
+                       .map(json.dumps), DEEP_TEXT,
+                       st.sampled_from(['{"key": "k", "expires": NaN}', '{"key": "k", "value": Infinity}'])))
+def test_any_cache_entry_reads_as_its_value_or_a_miss(tmp_path_factory, entry):
+    from thinkflow.model.cache import DiskBackend
+
+    backend = DiskBackend(tmp_path_factory.mktemp("cache"))
+    backend.set_cache("other", {"timestamp": 2.0, "response": "{}"})
+    backend._path("k").write_text(entry, encoding="utf-8")
+    got = backend.get_cache("k")
+    try:
+        decoded = json.loads(entry)
+    except (ValueError, RecursionError):
+        decoded = None
+    if got is not None:
+        assert isinstance(decoded, dict) and got == decoded["value"]
+        expires = decoded.get("expires")
+        assert expires is None or isinstance(expires, (int, float)) and not isinstance(expires, bool)
+    assert backend.get_cache("other") == {"timestamp": 2.0, "response": "{}"}

@@ -1,29 +1,37 @@
 """A batch's inputs: a JSONL or CSV file -> a list of :class:`BatchInput`.
 
-JSONL: one JSON object per line, ``{"id": ..., "task": ..., "vars": {...}, "session": ...}``; ``id`` defaults to
-the line number, ``vars`` and ``session`` are optional. Blank lines are skipped.
+JSONL (``.jsonl`` or ``.ndjson``, or any other file but ``.csv`` whose first line starts a JSON object): one JSON
+object per line, ``{"id": ..., "task": ..., "vars": {...}, "session": ...}``; ``id`` defaults to the line number,
+``vars`` and ``session`` are optional. Blank lines are skipped. Lines are cut at ``\\n`` only (a task may hold
+U+2028 or U+0085 as such) and each is decoded with the bounded decoder (:func:`thinkflow.model.stored.loads`): a
+line nested deeper than :data:`thinkflow.model.stored.MAX_DEPTH` levels or holding a number JSON cannot carry
+(``NaN``, ``Infinity``) is an invalid input, as is a line of another shape (a list, a string, ``null``) or a field
+of the wrong type.
 
-CSV (``.csv``, or any file whose first line is not a JSON object): a header row, then one input per row. The task is
-the ``task`` column, or ``task_template`` (a Jinja string rendered in ThinkFlow's sandbox with the row's columns as
-variables: the row is data, never rendered itself). ``id`` is the ``id`` column when there is one, else the row's
-1-based number; the other columns become the run's prompt ``vars``, and a ``session`` column names a session.
+CSV (``.csv``, or any other file but ``.jsonl``/``.ndjson`` whose first line is not a JSON object): a header row,
+then one input per row. The task is the ``task`` column, or ``task_template`` (a Jinja string rendered in
+ThinkFlow's sandbox with the row's columns as variables: the row is data, never rendered itself). ``id`` is the
+``id`` column when there is one, else the row's 1-based number; the other columns become the run's prompt ``vars``,
+and a ``session`` column names a session.
 
-Every problem is reported at once, each with its file and line, in a :class:`~thinkflow.errors.BatchError`.
+Every problem is reported at once, each with its file and line, in a :class:`~thinkflow.errors.BatchError`, before
+anything runs.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from thinkflow.errors import BatchError, ConfigIssue, PromptError
+from thinkflow.model import json_limits, stored
 from thinkflow.prompting.templates import render
 
 MAX_TASK_CHARS = 100_000
 RESERVED = ("id", "task", "vars", "session")
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
 
 
 @dataclass(frozen=True)
@@ -57,15 +65,17 @@ def read_inputs(path: Path, *, task_template: str | None = None) -> list[BatchIn
     Returns:
         the inputs; ids are unique.
     Raises:
-        BatchError: the file cannot be read, or names the lines that are invalid (bad JSON, a missing or empty
-        task, a duplicate id, a template that fails on a row), all of them at once.
+        BatchError: the file cannot be read, or names the lines that are invalid (bad JSON, JSON of another shape,
+        nesting or a number the bounded decoder refuses, a field of the wrong type, a missing or empty task, a
+        duplicate id, a template that fails on a row), all of them at once, in ``issues``.
     """
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as error:
         raise BatchError(f"{path}: cannot read the inputs file: {error}") from None
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    is_csv = path.suffix.lower() == ".csv" or not first.startswith("{")
+    first = next((line.strip() for line in stored.split_lines(text) if line.strip()), "")
+    suffix = path.suffix.lower()
+    is_csv = suffix == ".csv" or (suffix not in JSONL_SUFFIXES and not first.startswith("{"))
     if task_template is not None and not is_csv:
         raise BatchError(f"{path}: --task-template applies to CSV inputs; a JSONL input carries its own 'task'")
     items, issues = (_read_csv(path, text, task_template) if is_csv else _read_jsonl(path, text))
@@ -101,16 +111,23 @@ def _check_task(path: Path, line: int, task: Any, issues: list[ConfigIssue]) -> 
 def _read_jsonl(path: Path, text: str) -> tuple[list[BatchInput], list[ConfigIssue]]:
     items: list[BatchInput] = []
     issues: list[ConfigIssue] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(stored.split_lines(text), start=1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError) as error:
-            issues.append(_issue(path, number, f"not a JSON object: {str(error)[:200]}"))
+            obj = stored.loads(line)
+        except json_limits.NumberError as error:
+            issues.append(_issue(path, number, error.msg, "write numbers JSON can carry: no NaN or Infinity"))
+            continue
+        except json_limits.NestingError as error:
+            issues.append(_issue(path, number, str(error)))
+            continue
+        except ValueError as error:  # json.JSONDecodeError
+            issues.append(_issue(path, number, f"not a JSON object: {stored.reason(error)[:200]}"))
             continue
         if not isinstance(obj, dict):
-            issues.append(_issue(path, number, "not a JSON object", 'write {"id": ..., "task": ...}'))
+            issues.append(_issue(path, number, f"not a JSON object: {stored.describe(obj)}",
+                                 'write {"id": ..., "task": ...}'))
             continue
         unknown = sorted(set(obj) - set(RESERVED))
         if unknown:

@@ -106,6 +106,10 @@ def batch(agent_file: Path, inputs_file: Path, output: Path, task_template: str 
         _fail(err, EXIT_CONFIG, f"{agent_file}: {len(error.issues)} issue(s)", [str(i) for i in error.issues])
     except BatchError as error:
         _fail(err, EXIT_CONFIG, str(error).splitlines()[0], [str(i) for i in error.issues])
+    from rich.markup import escape
+
+    for note in log.notes:  # what opening the results file repaired (a line a killed batch cut short)
+        err.print(f"[yellow]note: {escape(note)}[/]", highlight=False, soft_wrap=True)
     if extra_vars:
         from dataclasses import replace
 

@@ -10,12 +10,12 @@ order, each with its ``type`` and ``path``).
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from thinkflow.errors import MemoryStoreError
+from thinkflow.model import stored
 
 _TRANSFORMER_TYPES = {"sentence_transformers.models.Transformer", "sentence_transformers.base.modules.transformer.Transformer"}
 _POOLING_TYPES = {"sentence_transformers.models.Pooling", "sentence_transformers.sentence_transformer.modules.pooling.Pooling"}
@@ -42,10 +42,17 @@ class Pipeline:
 
 
 def _read_json(path: Path) -> Any:
+    """The JSON value of ``path`` (bounded decoder: :func:`thinkflow.model.stored.loads`), of any shape.
+
+    Raises:
+        MemoryStoreError: unreadable, not UTF-8, not JSON, nesting or a number the bounded decoder refuses.
+    """
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        return stored.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
         raise MemoryStoreError(f"cannot read {path}: {exc}") from None
+    except ValueError as exc:  # not UTF-8, not JSON, NaN, too deep (NestingError)
+        raise MemoryStoreError(f"cannot read {path}: {stored.reason(exc)}") from None
 
 
 def _short_type(entry: Any) -> str:
@@ -98,13 +105,14 @@ def inspect_pipeline(source: str | Path, *, label: str, version: str | None = No
         if isinstance(extra, dict) and (extra.get("prompts") or extra.get("default_prompt_name")):
             raise MemoryStoreError(f"embedding model '{label}' uses prompts: it runs on torch")
     max_len = bert.get("max_seq_length")
-    if not isinstance(max_len, int) or max_len <= 0:
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or not 0 < max_len <= 8192:
         tok_config = path / "tokenizer_config.json"
-        max_len = _read_json(tok_config).get("model_max_length") if tok_config.is_file() else None
-        if not isinstance(max_len, int) or not 0 < max_len <= 8192:
+        tokenizer_config = _read_json(tok_config) if tok_config.is_file() else None
+        max_len = tokenizer_config.get("model_max_length") if isinstance(tokenizer_config, dict) else None
+        if isinstance(max_len, bool) or not isinstance(max_len, int) or not 0 < max_len <= 8192:
             raise MemoryStoreError(f"embedding model '{label}' states no max_seq_length: it runs on torch")
     dimension = pooling.get("word_embedding_dimension")
-    if not isinstance(dimension, int) or dimension <= 0:
+    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension <= 0:
         raise MemoryStoreError(f"embedding model '{label}' states no word_embedding_dimension: it runs on torch")
     key = version if version else _files_digest(path)
     return Pipeline(source=path, label=label, key=key, max_seq_length=max_len, dimension=dimension)

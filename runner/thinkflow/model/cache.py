@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from thinkflow.atomic import atomic_write_bytes
+from thinkflow.model import stored
 
 CACHE_TYPES = ("disk", "redis")
 _LOCK = threading.Lock()
@@ -63,7 +64,10 @@ class DiskBackend:
     Args:
         directory: where entries live (created on first write).
     Values are what LiteLLM stores (``{"timestamp", "response": <JSON text>}``); a value that is not JSON is not
-    cached. Expired entries (``ttl`` seconds) read as a miss and are removed.
+    cached. Expired entries (``ttl`` seconds) read as a miss and are removed. An entry file that is no entry (not
+    UTF-8, not JSON, nested deeper than :data:`thinkflow.model.stored.MAX_DEPTH` levels, ``NaN``, another shape, an
+    ``expires`` that is no number) reads as a miss and is left as it is (the next write of that key replaces it):
+    :meth:`get_cache` never raises.
     """
 
     def __init__(self, directory: str | os.PathLike[str]):
@@ -86,17 +90,22 @@ class DiskBackend:
             pass  # a cache that cannot be written is a miss next time, never a failed run
 
     def get_cache(self, key: Any, **kwargs: Any) -> Any:
+        """The value stored for ``key``, or None for a miss (no entry, an expired one, or a file that is no entry:
+        see the class doc)."""
         path = self._path(key)
         try:
-            entry = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            entry = stored.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # unreadable, not UTF-8, not JSON, NaN, too deep (NestingError)
             return None
         if not isinstance(entry, dict) or entry.get("key") != str(key):
             return None
         expires = entry.get("expires")
-        if expires is not None and time.time() > float(expires):
-            path.unlink(missing_ok=True)
-            return None
+        if expires is not None:
+            if isinstance(expires, bool) or not isinstance(expires, (int, float)):
+                return None
+            if time.time() > expires:
+                path.unlink(missing_ok=True)
+                return None
         return entry.get("value")
 
     def batch_get_cache(self, keys: list[Any], **kwargs: Any) -> list[Any]:

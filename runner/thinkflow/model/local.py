@@ -34,6 +34,7 @@ from filelock import FileLock, Timeout
 
 from thinkflow.atomic import atomic_write_bytes, atomic_writer, temp_glob
 from thinkflow.errors import LocalModelError
+from thinkflow.model import stored
 
 Progress = Callable[[str], None]
 
@@ -111,11 +112,14 @@ def _sidecar(target: Path) -> Path:
 
 
 def _trusted(target: Path, sha256: str, size: int) -> bool:
-    """True when ``target`` has a sidecar matching its current size/mtime and the expected hash."""
+    """True when ``target`` has a sidecar matching its current size/mtime and the expected hash (a sidecar that is
+    no such JSON object, whatever it holds, is no match: the file is hashed again)."""
     try:
         st = target.stat()
-        mark = json.loads(_sidecar(target).read_text())
-    except (OSError, ValueError):
+        mark = stored.loads(_sidecar(target).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # not UTF-8, not JSON, NaN, too deep (NestingError)
+        return False
+    if not isinstance(mark, dict):
         return False
     return (mark.get("sha256") == sha256 and mark.get("size") == size == st.st_size
             and mark.get("mtime_ns") == st.st_mtime_ns)

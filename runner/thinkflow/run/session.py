@@ -21,8 +21,8 @@ Safety:
 - A file that cannot be read as a session when it is opened is moved aside to ``<name>.corrupt-<timestamp>`` and
   reported as a warning naming both files; the session then starts empty. That holds for any file that is not
   one: not UTF-8, not JSON, JSON of another shape, a number JSON cannot carry (``NaN``) or nesting deeper than
-  :data:`thinkflow.run.stored.MAX_DEPTH` levels (the bounded decoder, :func:`thinkflow.run.stored.loads`: never a
-  ``RecursionError``). Nothing is lost: the file is renamed, never overwritten.
+  :data:`thinkflow.model.stored.MAX_DEPTH` levels (the bounded decoder, :func:`thinkflow.model.stored.loads`:
+  never a ``RecursionError``). Nothing is lost: the file is renamed, never overwritten.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from thinkflow.errors import SessionError
 from thinkflow.model import json_limits
 from thinkflow.model.messages import Message
 from thinkflow.redaction import Redactor
-from thinkflow.run import stored
+from thinkflow.model import stored
 
 DEFAULT_SESSION_ROOT = Path(".thinkflow") / "sessions"
 FORMAT_VERSION = 1

@@ -42,7 +42,7 @@ from thinkflow.errors import TraceError
 from thinkflow.model import json_limits
 from thinkflow.redaction import Redactor
 from thinkflow.run import events as ev
-from thinkflow.run import stored
+from thinkflow.model import stored
 from thinkflow.run.trace_requests import _default, _RequestLog
 
 DEFAULT_TRACE_DIR = Path(".thinkflow") / "runs"
@@ -252,7 +252,7 @@ atexit.register(wait_for_syncs)
 @dataclass(frozen=True)
 class SkippedLine:
     """A line of a trace that is JSON but no event the readers can use (:func:`event_problem`), or a number or a
-    nesting the bounded decoder refuses (:mod:`thinkflow.run.stored`): ``number`` (1-based) and ``reason``."""
+    nesting the bounded decoder refuses (:mod:`thinkflow.model.stored`): ``number`` (1-based) and ``reason``."""
 
     number: int
     reason: str
@@ -266,7 +266,7 @@ def read_trace_lines(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]]
 
     Lines are split at ``\\n`` only (JSON writes every other line break inside a string as an escape, or as the
     character itself: U+2028, U+0085, ...). Each line is decoded with the bounded decoder
-    (:func:`thinkflow.run.stored.loads`: at most :data:`~thinkflow.run.stored.MAX_DEPTH` levels, no ``NaN`` or
+    (:func:`thinkflow.model.stored.loads`: at most :data:`~thinkflow.model.stored.MAX_DEPTH` levels, no ``NaN`` or
     ``Infinity``) and must be an event (:func:`event_problem`); a line that is not is skipped and listed. A last
     line cut off mid-write is skipped (not listed), and so is a line a failed write cut short (a full disk) when
     the run said so: its ``trace_write`` warning is in the trace.

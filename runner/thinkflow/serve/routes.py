@@ -126,7 +126,7 @@ def _edge_lines(path: Path, tail_bytes: int = 65536) -> tuple[dict[str, Any] | N
     :func:`thinkflow.run.trace.read_trace_lines` reads it (bounded decoder, an event by
     :func:`thinkflow.run.trace.event_problem`), so a line of another shape or nested thousands of levels deep is
     passed over, not a 500."""
-    from thinkflow.run import stored
+    from thinkflow.model import stored
     from thinkflow.run.trace import event_problem
 
     try:

@@ -12,11 +12,18 @@ A cassette is one JSON file per case (``<cassette_dir>/<case>.json``)::
 
 ``runs`` holds one list of interactions per repeat (in call order, sub-agents' calls included); ``judge`` the judge
 model's calls. Every string is redacted of the run's secrets before the file is written (atomically).
+
+Reading one back (:func:`load_cassette`): the file is decoded with the bounded decoder
+(:func:`thinkflow.model.stored.loads`: at most :data:`thinkflow.model.stored.MAX_DEPTH` levels, no ``NaN`` or
+``Infinity``) and its shape is checked (:func:`cassette_problem`) down to each reply's fields, so a cassette someone
+edited into another shape is a :class:`CassetteError` naming the file and the path inside it
+(``runs[0][1].reply.usage``), never an exception in the replayed run.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +31,7 @@ from typing import Any, Iterable, Sequence
 
 from thinkflow.atomic import atomic_write_bytes
 from thinkflow.errors import ThinkFlowError
+from thinkflow.model import json_limits, stored
 from thinkflow.model.messages import Message, ModelReply, ToolCall, Usage
 from thinkflow.redaction import Redactor
 
@@ -64,7 +72,8 @@ def reply_dict(reply: ModelReply) -> dict[str, Any]:
 
 
 def reply_from_dict(data: dict[str, Any]) -> ModelReply:
-    """The :class:`ModelReply` of a stored reply (latency 0, no raw reply)."""
+    """The :class:`ModelReply` of a stored reply (latency 0, no raw reply): ``data`` of the shape
+    :func:`reply_problem` accepts (a cassette read by :func:`load_cassette` holds only such replies)."""
     usage = data.get("usage") or {}
     return ModelReply(
         text=str(data.get("text") or ""),
@@ -114,21 +123,117 @@ class Cassette:
 
     @classmethod
     def from_dict(cls, data: Any, *, where: str = "<cassette>") -> "Cassette":
-        """Parse a cassette. Raises CassetteError when the shape is wrong."""
-        if not isinstance(data, dict) or data.get("version") != CASSETTE_VERSION:
-            raise CassetteError(f"{where}: not a version {CASSETTE_VERSION} cassette")
-        runs = data.get("runs")
-        if not isinstance(runs, list) or not all(isinstance(r, list) for r in runs):
-            raise CassetteError(f"{where}: 'runs' must be a list of lists of interactions")
-        for run in runs:
-            for item in run:
-                if not isinstance(item, dict) or not isinstance(item.get("request"), dict) \
-                        or not isinstance(item.get("reply"), dict):
-                    raise CassetteError(f"{where}: every interaction needs a 'request' and a 'reply' mapping")
+        """Parse a cassette (decoded JSON of any shape).
+
+        Raises:
+            CassetteError: the shape is wrong (:func:`cassette_problem`): "WHERE: runs[0][1].reply.usage is a
+                string, not an object".
+        """
+        problem = cassette_problem(data)
+        if problem is not None:
+            raise CassetteError(f"{where}: {problem}")
         return cls(agent=str(data.get("agent") or ""), case=str(data.get("case") or ""),
                    model=str(data.get("model") or ""), capabilities=dict(data.get("capabilities") or {}),
-                   runs=runs, judge=list(data.get("judge") or []), recorded_at=str(data.get("recorded_at") or ""),
-                   source=str(data.get("source") or ""))
+                   runs=data["runs"], judge=list(data.get("judge") or []),
+                   recorded_at=str(data.get("recorded_at") or ""), source=str(data.get("source") or ""))
+
+
+_USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens", "calls", "cost_usd")
+
+
+def _is_number(value: Any) -> bool:
+    """An int or float a reader can turn into a float and an int (a 400-digit integer cannot: OverflowError)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _not(where: str, value: Any, expected: str) -> str:
+    return f"{where} is {stored.describe(value)}, not {expected}"
+
+
+def reply_problem(reply: Any, where: str = "reply") -> str | None:
+    """Why ``reply`` is no stored reply (:func:`reply_dict`'s shape), or None when it is one: an object whose
+    ``text``, ``finish_reason`` and ``model`` are text or null, ``tool_calls`` a list (or null) of objects with a
+    text ``name`` (or null), a text ``id`` (or null) and an object of ``arguments`` (or null), ``usage`` an object
+    (or null) of numbers (or nulls), ``argument_errors`` an object (or null) of texts. ``where`` names the reply in
+    the message."""
+    if not isinstance(reply, dict):
+        return _not(where, reply, "an object")
+    for key in ("text", "finish_reason", "model"):
+        if reply.get(key) is not None and not isinstance(reply[key], str):
+            return _not(f"{where}.{key}", reply[key], "text")
+    calls = reply.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        return _not(f"{where}.tool_calls", calls, "a list")
+    for i, call in enumerate(calls or []):
+        at = f"{where}.tool_calls[{i}]"
+        if not isinstance(call, dict):
+            return _not(at, call, "an object")
+        for key in ("id", "name"):
+            if call.get(key) is not None and not isinstance(call[key], str):
+                return _not(f"{at}.{key}", call[key], "text")
+        if call.get("arguments") is not None and not isinstance(call["arguments"], dict):
+            return _not(f"{at}.arguments", call["arguments"], "an object")
+    usage = reply.get("usage")
+    if usage is not None and not isinstance(usage, dict):
+        return _not(f"{where}.usage", usage, "an object")
+    for key in _USAGE_COUNTS:
+        value = (usage or {}).get(key)
+        if value is not None and not _is_number(value):
+            return _not(f"{where}.usage.{key}", value, "a number")
+    errors = reply.get("argument_errors")
+    if errors is not None and not isinstance(errors, dict):
+        return _not(f"{where}.argument_errors", errors, "an object")
+    for key, value in (errors or {}).items():
+        if not isinstance(value, str):
+            return _not(f"{where}.argument_errors.{key}", value, "text")
+    return None
+
+
+def _interactions_problem(items: Any, where: str) -> str | None:
+    if not isinstance(items, list):
+        return _not(where, items, "a list of interactions")
+    for i, item in enumerate(items):
+        at = f"{where}[{i}]"
+        if not isinstance(item, dict):
+            return _not(at, item, "an interaction object")
+        if not isinstance(item.get("request"), dict):
+            return _not(f"{at}.request", item.get("request"), "an object")
+        problem = reply_problem(item.get("reply"), f"{at}.reply")
+        if problem is not None:
+            return problem
+    return None
+
+
+def cassette_problem(data: Any) -> str | None:
+    """Why ``data`` (decoded JSON of any shape) is no cassette, or None when it is one: an object of
+    ``"version": 1`` whose ``runs`` is a list of lists of interactions, ``judge`` (optional) a list of
+    interactions, each ``{"request": object, "reply": ...}`` with a reply :func:`reply_problem` accepts, and
+    ``capabilities`` (optional) an object of true/false."""
+    if not isinstance(data, dict) or data.get("version") != CASSETTE_VERSION:
+        return f"not a version {CASSETTE_VERSION} cassette"
+    runs = data.get("runs")
+    if not isinstance(runs, list):
+        return _not("'runs'", runs, "a list of lists of interactions")
+    for i, run in enumerate(runs):
+        problem = _interactions_problem(run, f"runs[{i}]")
+        if problem is not None:
+            return problem
+    if data.get("judge") is not None:
+        problem = _interactions_problem(data["judge"], "judge")
+        if problem is not None:
+            return problem
+    capabilities = data.get("capabilities")
+    if capabilities is not None and not isinstance(capabilities, dict):
+        return _not("capabilities", capabilities, "an object")
+    for key, value in (capabilities or {}).items():
+        if not isinstance(value, bool):
+            return _not(f"capabilities.{key}", value, "true or false")
+    return None
 
 
 def now_iso() -> str:
@@ -137,7 +242,13 @@ def now_iso() -> str:
 
 
 def load_cassette(path: str | Path) -> Cassette:
-    """Read a cassette file. Raises CassetteError (missing file, bad JSON, wrong shape)."""
+    """Read a cassette file (bounded decoder, shape checked: see the module doc).
+
+    Raises:
+        CassetteError: missing or unreadable file, not UTF-8, not JSON ("FILE:LINE: not JSON: ..."), a number
+            JSON cannot carry, nesting deeper than :data:`thinkflow.model.stored.MAX_DEPTH` levels, or the wrong
+            shape ("FILE: runs[0][1].reply.usage is a string, not an object").
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -145,10 +256,16 @@ def load_cassette(path: str | Path) -> Cassette:
         raise CassetteError(f"no cassette at {path} (record it with `thinkflow test --record`)") from None
     except OSError as error:
         raise CassetteError(f"cannot read the cassette {path}: {error.strerror or error}") from error
+    except UnicodeDecodeError as error:
+        raise CassetteError(f"cannot read the cassette {path}: {stored.reason(error)}") from None
     try:
-        data = json.loads(text)
+        data = stored.loads(text)
+    except json_limits.NumberError as error:
+        raise CassetteError(f"{path}: not a cassette: {error.msg}") from None
     except json.JSONDecodeError as error:
-        raise CassetteError(f"{path}:{error.lineno}: not JSON: {error.msg}") from error
+        raise CassetteError(f"{path}:{error.lineno}: not JSON: {error.msg}") from None
+    except json_limits.NestingError as error:
+        raise CassetteError(f"{path}: not a cassette: {error}") from None
     return Cassette.from_dict(data, where=str(path))
 
 

@@ -1,4 +1,5 @@
-"""Decoding the JSON ThinkFlow stored and reads back: trace lines and session files.
+"""Decoding the JSON that ThinkFlow, a person or another process wrote to a file and ThinkFlow reads back: trace
+lines, session files, batch inputs and results, memory files, cassettes, response-cache entries, sidecars.
 
 Such a file is data, not something this process wrote a moment ago: a person edits it, another version of
 ThinkFlow wrote it, anyone who can write the directory can put anything in it. It is decoded with the bounded
@@ -6,13 +7,18 @@ decoder (:func:`thinkflow.model.json_limits.loads`): nesting is limited to :data
 nested thousands of levels deep is an error, never a ``RecursionError`` in the decoder or in the recursive code
 that reads the value later (redaction, rendering, ``json.dumps``); and only numbers JSON can carry (no ``NaN``,
 ``Infinity``, float overflow or integer longer than 4,300 digits), so no non-finite number reaches a report, a
-cassette or a model request.
+cassette or a model request. A JSONL file is cut into lines at ``\\n`` only (:func:`split_lines`): JSON writes
+every other line break inside a string as an escape or as the character itself (U+2028, U+0085, ...).
+
+It lives in ``model/``, beside the decoder it wraps, so every layer that reads such a file may import it (the
+response cache in ``model/``, ``memory/``, ``run/``, ``testing/``, ``serve/``, ``batch/``).
 
 Pure functions, no I/O.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from thinkflow.model import json_limits
@@ -25,7 +31,7 @@ Python's recursion limit for the recursive code that reads the value."""
 
 
 def loads(text: str) -> Any:
-    """Decode stored JSON ``text`` (a trace line, a session file).
+    """Decode stored JSON ``text`` (a line of a JSONL file, a whole JSON file).
 
     Raises:
         json.JSONDecodeError: not JSON; a :class:`~thinkflow.model.json_limits.NumberError` (a subclass) for a
@@ -56,3 +62,29 @@ def describe(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of JSONL ``text``, cut at ``\\n`` only (a ``\\r`` before it stays: JSON reads it as space), without
+    the empty string after a last newline. Line ``n`` (1-based) of the file is ``split_lines(text)[n - 1]``."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def reason(error: ValueError) -> str:
+    """Why :func:`loads` refused a text, for a message that already names the file and line: the decoder's
+    message and column for text that is no JSON (``"not JSON: Expecting value at column 3"``; the line too when
+    the text has several), the number for a number JSON cannot carry (``"NaN is not a JSON number"``: its
+    position means nothing), ``"JSON nested deeper than 200 levels"``, or the error's text for any other
+    ``ValueError`` (``UnicodeDecodeError``)."""
+    if isinstance(error, json_limits.NumberError):
+        return error.msg
+    if isinstance(error, json.JSONDecodeError):
+        where = (f"line {error.lineno} column {error.colno}" if "\n" in error.doc[: error.pos]
+                 else f"column {error.colno}")
+        return f"not JSON: {error.msg} at {where}"
+    if isinstance(error, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {error.start + 1})"
+    return str(error)

@@ -219,6 +219,16 @@ def test_test_file_naming_a_missing_agent_suggests_one(project, openai_server):
     assert str(issue) == f"{path}:2:8: agent: agent 'helpr' not found (did you mean 'helper'?)"
 
 
+@pytest.mark.parametrize("answer, problem", [
+    ("[" * 5000 + "]" * 5000, "the answer is not JSON a test can read (JSON nested deeper than 100 levels)"),
+    ('{"a": NaN}', "the answer is not JSON (NaN is not a JSON number"),
+])
+def test_an_answer_json_cannot_carry_fails_the_schema_assertion_with_a_reason(answer, problem):
+    # a 5000-deep answer raised RecursionError out of the test run; NaN passed a {"type": "number"} schema
+    run = Observed("completed", 0, answer, 1, 1, 0)
+    assert check(Assertion("answer.schema", {"type": ["array", "object"]}), run).startswith(problem)
+
+
 def test_schema_command_prints_the_test_schema():
     result = CliRunner().invoke(main, ["schema", "test"])
     assert result.exit_code == 0

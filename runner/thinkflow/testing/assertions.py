@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from thinkflow.config.testspec import Assertion
+from thinkflow.model import json_limits
 
 NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 SHOWN_CHARS = 120
@@ -91,7 +92,9 @@ def _answer_json(answer: str) -> tuple[Any, str | None]:
         text = text.strip("`")
         text = text[text.find("\n") + 1:] if "\n" in text else text
     try:
-        return json.loads(text), None
+        return json_limits.loads(text), None
+    except json_limits.NestingError as error:  # a deeper answer reached Python's recursion limit: RecursionError
+        return None, f"the answer is not JSON a test can read ({error})"
     except json.JSONDecodeError as error:
         return None, f"the answer is not JSON ({error.msg} at line {error.lineno} column {error.colno})"
 

@@ -10,7 +10,6 @@ bad line, like one of another shape or with a field of the wrong type.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -70,7 +69,7 @@ def read_memory_file(path: Path) -> list[MemoryItem]:
         if meta is not None and not isinstance(meta, dict):
             raise MemoryStoreError(f"{path}:{number}: \"metadata\" must be an object when given")
         when = (meta or {}).get("time")
-        if when is not None and not _seconds(when):
+        if when is not None and not stored.is_number(when):
             raise MemoryStoreError(f"{path}:{number}: \"metadata\".\"time\" must be a number (unix seconds) when "
                                    f"given, not {stored.describe(when)}")
         unknown = sorted(set(obj) - {"id", "content", "metadata"})
@@ -83,14 +82,3 @@ def read_memory_file(path: Path) -> list[MemoryItem]:
             seen[mid] = number
         items.append((content, meta, mid))
     return items
-
-
-def _seconds(value: Any) -> bool:
-    """True for a number a float can hold (a time in unix seconds): not a bool, not an integer beyond the float
-    range."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:
-        return False

@@ -19,6 +19,7 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from thinkflow.model import json_limits
@@ -62,6 +63,17 @@ def describe(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
+
+
+def is_number(value: Any) -> bool:
+    """True for an int or float a reader can turn into a finite float (a time in unix seconds, a token count): not
+    a bool, not NaN or infinity, not an integer beyond the float range (``float()`` raises OverflowError)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def split_lines(text: str) -> list[str]:

@@ -324,19 +324,6 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
-    """An int or a float that a reader can turn into a float (a 400-digit integer cannot: OverflowError)."""
-    if isinstance(value, float):
-        return True  # finite: the bounded decoder refuses NaN and Infinity
-    if not _is_int(value):
-        return False
-    try:
-        float(value)
-    except OverflowError:
-        return False
-    return True
-
-
 _Rule = tuple[Callable[[Any], bool], str]
 
 
@@ -355,7 +342,7 @@ def _rule(hint: Any) -> _Rule:
     if hint is int:
         return _is_int, "an integer"
     if hint is float:
-        return _is_number, "a number"
+        return stored.is_number, "a number"
     if hint is dict or origin is dict:
         return (lambda v: isinstance(v, dict)), "an object"
     if hint is list or origin is list:
@@ -399,7 +386,7 @@ def _fields_problem(kind: str, event: dict[str, Any]) -> str | None:
     usage = event.get("usage")
     if isinstance(usage, dict):
         for name in _USAGE_COUNTS:
-            if usage.get(name) is not None and not _is_number(usage[name]):
+            if usage.get(name) is not None and not stored.is_number(usage[name]):
                 return _wrong(f"'usage.{name}' of a {kind} event", usage[name], "a number")
     if kind == "model_request":
         if "parts" in event and not (isinstance(event["parts"], list)

@@ -23,7 +23,6 @@ edited into another shape is a :class:`CassetteError` naming the file and the pa
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,16 +140,6 @@ class Cassette:
 _USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens", "calls", "cost_usd")
 
 
-def _is_number(value: Any) -> bool:
-    """An int or float a reader can turn into a float and an int (a 400-digit integer cannot: OverflowError)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:
-        return False
-
-
 def _not(where: str, value: Any, expected: str) -> str:
     return f"{where} is {stored.describe(value)}, not {expected}"
 
@@ -183,7 +172,7 @@ def reply_problem(reply: Any, where: str = "reply") -> str | None:
         return _not(f"{where}.usage", usage, "an object")
     for key in _USAGE_COUNTS:
         value = (usage or {}).get(key)
-        if value is not None and not _is_number(value):
+        if value is not None and not stored.is_number(value):
             return _not(f"{where}.usage.{key}", value, "a number")
     errors = reply.get("argument_errors")
     if errors is not None and not isinstance(errors, dict):

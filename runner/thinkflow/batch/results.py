@@ -142,7 +142,7 @@ class ResultLog:
         record, _ = read_result_line(torn)
         if record is not None:  # a whole result without its newline (an editor dropped it): kept, line ended
             self.records[str(record["id"])] = record
-            self._write_end(b"\n")
+            self._append_bytes(b"\n", "cannot repair the results file")
         elif _cut_short(torn):
             self._truncate(len(data) - len(torn))  # a line cut short by a kill mid-write: dropped before appending
             self.notes.append(f"dropped line {number} of {path}: a result line cut short when its batch was "
@@ -157,14 +157,15 @@ class ResultLog:
                              "with -o (nothing was written)")
         self.records[str(record["id"])] = record
 
-    def _write_end(self, data: bytes) -> None:
+    def _append_bytes(self, data: bytes, failing: str) -> None:
+        """Append ``data`` and fsync it; BatchError ``"<path>: <failing>: <OS error>"`` when that fails."""
         try:
             with open(self.path, "ab") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
         except OSError as error:
-            raise BatchError(f"{self.path}: cannot repair the results file: {error}") from None
+            raise BatchError(f"{self.path}: {failing}: {error}") from None
 
     def _truncate(self, size: int) -> None:
         try:
@@ -192,13 +193,7 @@ class ResultLog:
         """Append one result line and fsync it before returning."""
         line = _line(record)
         with self._lock:
-            try:
-                with open(self.path, "ab") as handle:
-                    handle.write(line)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-            except OSError as error:
-                raise BatchError(f"{self.path}: cannot append a result: {error}") from None
+            self._append_bytes(line, "cannot append a result")
             self.records[str(record["id"])] = record
 
 

@@ -7,9 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from thinkflow.cli import main
+from thinkflow.cli.run_cmd import run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "project"
 
@@ -209,3 +211,36 @@ def test_a_folder_with_nothing_to_check_is_a_usage_error(tmp_path):
     (tmp_path / "empty").mkdir()
     result = CliRunner().invoke(main, ["validate", str(tmp_path / "empty")])
     assert result.exit_code == 2 and "no agent, tool or test files found in" in result.output
+
+
+LONG = "9" * 4301  # one digit past Python's int() limit (sys.get_int_max_str_digits)
+
+
+@pytest.mark.parametrize("name, text, place", [
+    ("agents.d/a.yaml", f"version: 1\nname: a\nloop: {{max_steps: {LONG}}}\n", "3:19: loop.max_steps"),
+    ("agents.d/h.yaml", f"version: 1\nname: h\nloop: {{max_steps: -0x{'f' * 3600}}}\n", "3:19: loop.max_steps"),
+    ("tools.d/t.yaml", f"version: 1\nname: t\ndescription: T.\nkind: python\nentrypoint: m:f\ntimeout: {LONG}\n",
+     "6:10: timeout"),
+    ("agents.d/a.test.yaml", f"version: 1\nagent: a\ncases:\n  - name: c\n    input: hi\n    max_steps: {LONG}\n",
+     "6:16: cases[0].max_steps"),
+])
+def test_an_integer_too_long_for_python_is_a_file_line_issue(tmp_path, monkeypatch, name, text, place):
+    """Over 4300 digits (or a 0x integer as large) printed a ValueError traceback from yaml's construct_yaml_int."""
+    write(tmp_path / name, text)
+    monkeypatch.chdir(tmp_path)
+    issue = f"{name}:{place}: integer has more than 4300 digits (use a smaller number, or quote it to make it a string)"
+    result = invoke("validate", name)
+    assert (result.exit_code, result.output.splitlines()) == (1, [issue, "1 of 1 file invalid, 1 issue"])
+    result = invoke("validate", "--format", "json", name)
+    assert result.exit_code == 1
+    assert [(i["line"], i["message"]) for i in json.loads(result.output)["issues"]] == [
+        (int(place.split(":")[0]), "integer has more than 4300 digits")]
+
+
+def test_run_refuses_an_agent_with_an_integer_too_long_for_python(tmp_path):
+    """``thinkflow-run FILE hi`` (the ``run`` command) printed the same traceback."""
+    agent = write(tmp_path / "a.yaml", f"version: 1\nname: a\nloop: {{max_steps: {LONG}}}\n")
+    result = CliRunner().invoke(run, [str(agent), "hi"], prog_name="thinkflow-run", catch_exceptions=False)
+    assert result.exit_code != 0
+    assert f"{agent}:3:19: loop.max_steps: integer has more than 4300 digits" in result.output
+    assert "Traceback" not in result.output

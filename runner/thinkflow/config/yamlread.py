@@ -11,7 +11,9 @@ then turned into plain dicts, lists and scalars here, so that:
   stay legal;
 - input is bounded: files over :data:`MAX_BYTES` and documents expanding (through aliases) to more than
   :data:`MAX_NODES` nodes are refused early, and recursive aliases are refused;
-- a tab used for indentation is a one-line error with its position instead of a scanner traceback.
+- a tab used for indentation is a one-line error with its position instead of a scanner traceback;
+- an integer too long for Python to read or write in decimal (over :data:`MAX_INT_DIGITS` digits, or a ``0x``
+  integer as large) refuses the document with its position instead of a ``ValueError`` traceback.
 
 Keys are always strings: a scalar key keeps its text as written (``on:`` stays ``"on"``).
 Problems are reported as :class:`thinkflow.errors.ConfigIssue`; nothing here raises for bad input.
@@ -19,6 +21,7 @@ Problems are reported as :class:`thinkflow.errors.ConfigIssue`; nothing here rai
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,10 @@ MAX_NODES = 100_000
 MAX_DEPTH = 100
 """Deepest nesting of mappings and sequences in one document (no config needs more; deeper would exhaust the
 stack of the recursive steps that follow: schema validation, interpolation)."""
+
+MAX_INT_DIGITS = sys.get_int_max_str_digits() or 4300
+"""Most decimal digits of an integer in a document (Python's limit for ``int(text)`` and ``str(int)``; a larger
+integer could not be read, printed in an issue or written as JSON)."""
 
 PathKey = tuple[Any, ...]
 
@@ -149,7 +156,12 @@ class _Builder:
         if tag == _TIMESTAMP:
             return node.value  # JSON has no dates: keep the text as written
         if tag in _SCALARS:
-            value = _constructor.yaml_constructors[tag](_constructor, node)
+            try:
+                value = _constructor.yaml_constructors[tag](_constructor, node)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    str(value)  # a 0x/0o/0b integer reads at any size but cannot be written in decimal
+            except ValueError:  # only int() and str() of an integer past MAX_INT_DIGITS digits raise here
+                raise _TooLong(node, path) from None
             if not node.style and value is not None:
                 self.marks.texts[path] = node.value
             return value
@@ -211,6 +223,13 @@ class _TooBig(Exception):
     pass
 
 
+class _TooLong(Exception):
+    def __init__(self, node: yaml.Node, path: PathKey):
+        super().__init__()
+        self.node = node
+        self.path = path
+
+
 class _TooDeep(Exception):
     def __init__(self, node: yaml.Node):
         super().__init__()
@@ -266,8 +285,9 @@ def read_text(path: Path, file: str | None = None) -> tuple[str | None, list[Any
 def parse_documents(text: str, file: str = "<string>") -> tuple[list[Document], list[Any]]:
     """Parse every YAML document in ``text``.
 
-    Returns ``(documents, issues)``; a YAML syntax error, an oversized text or an alias bomb gives no documents
-    and one issue. Empty documents are skipped.
+    Returns ``(documents, issues)``; a YAML syntax error, an oversized text, an alias bomb, nesting deeper than
+    :data:`MAX_DEPTH` or an integer over :data:`MAX_INT_DIGITS` digits gives no documents and one issue.
+    Empty documents are skipped.
     """
     if len(text) > MAX_BYTES and len(text.encode("utf-8")) > MAX_BYTES:
         return [], [ConfigIssue(file, 1, 1, "", f"text is over the limit of {MAX_BYTES} bytes",
@@ -297,6 +317,11 @@ def parse_documents(text: str, file: str = "<string>") -> tuple[list[Document], 
             mark = deep.node.start_mark
             return [], [ConfigIssue(file, mark.line + 1, mark.column + 1, "",
                                     f"document is nested deeper than {MAX_DEPTH} levels", "flatten it")]
+        except _TooLong as long:
+            mark = long.node.start_mark
+            return [], [ConfigIssue(file, mark.line + 1, mark.column + 1, dotted(long.path),
+                                    f"integer has more than {MAX_INT_DIGITS} digits",
+                                    "use a smaller number, or quote it to make it a string")]
         except RecursionError:
             return [], [ConfigIssue(file, node.start_mark.line + 1, node.start_mark.column + 1, "",
                                     f"document is nested deeper than {MAX_DEPTH} levels", "flatten it")]

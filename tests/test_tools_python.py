@@ -124,6 +124,12 @@ def module(tmp_path, monkeypatch):
 
         async def later(n: int):
             return n * 2
+
+        def surrogate():
+            return "bad \\ud83d here"
+
+        def surrogate_key():
+            return {"\\udc00k": ["v\\udcff"]}
     '''))
     monkeypatch.syspath_prepend(str(tmp_path))
     return "mytools_mod"
@@ -146,6 +152,24 @@ def test_return_values_become_text(module):
     assert box.call("nothing", {}).text == "(no output)"
     assert box.call("listing", {}).text == '[1, "two", {"three": 3}]'
     assert box.call("later", {"n": 21}).text == "42"
+
+
+def test_a_lone_surrogate_in_a_result_reaches_the_model_as_u_fffd(module, capfd):
+    """A string os.listdir gives for a name that is not UTF-8 crashed the worker in write_frame (UnicodeEncodeError):
+    the call failed as "the tool's worker process died during the call", with tracebacks on stderr."""
+    box = Toolbox({n: ptool(module, n) for n in ("surrogate", "surrogate_key")})
+    plain = box.call("surrogate", {})
+    assert (plain.status, plain.text, plain.data["isolation"]) == ("ok", "bad \ufffd here", "process")
+    keyed = box.call("surrogate_key", {})
+    assert (keyed.status, keyed.text) == ("ok", '{"\ufffdk": ["v\ufffd"]}')
+    assert box.call("surrogate", {}).status == "ok"  # the same worker serves the next call
+    assert capfd.readouterr().err == ""
+
+
+def test_an_environment_variable_that_is_not_utf8_does_not_break_the_request_frame(module, monkeypatch):
+    monkeypatch.setenv("THINKFLOW_ODD", "\udcff")  # the byte 0xff, as os.environ decodes it (surrogateescape)
+    result = ptool(module, "text").run({})
+    assert (result.status, result.text, result.data["isolation"]) == ("ok", "plain", "process")
 
 
 def test_timeout_stops_waiting(module):

@@ -19,8 +19,20 @@ MAX_SELECT_S = 365 * 86400.0
 
 
 def write_frame(fd: int, message: dict[str, Any]) -> None:
-    """Send ``message`` as one frame on ``fd``. Raises OSError when the other side is gone."""
-    body = json.dumps(message, ensure_ascii=False, default=str).encode("utf-8")
+    """Send ``message`` as one frame on ``fd``; values JSON lacks are sent as their ``str()``. A lone surrogate in
+    any string, key or ``str()`` (``os.listdir`` gives them for a name that is not UTF-8) is sent as U+FFFD
+    (:func:`thinkflow.text.valid_unicode`): every frame passes here, a tool's reply and the runner's request alike.
+
+    Raises:
+        OSError: the other side is gone.
+    """
+    text = json.dumps(message, ensure_ascii=False, default=str)
+    try:
+        body = text.encode("utf-8")
+    except UnicodeEncodeError:  # JSON text keeps surrogates raw, and only inside strings: mend them there
+        from thinkflow.text import valid_unicode
+
+        body = valid_unicode(text).encode("utf-8")
     data = HEADER.pack(len(body)) + body
     while data:
         written = os.write(fd, data)

@@ -17,7 +17,8 @@ from thinkflow.reply.parsing import (
     parse_reply,
 )
 from thinkflow.reply.json_text import NOT_REPAIRED
-from thinkflow.reply.parsing import TAG_UNREADABLE
+from thinkflow.reply.parsing import CALL_UNREADABLE, PART_OF_DAMAGED, TAG_UNREADABLE
+from thinkflow.reply.text_calls import PARTLY_READ
 
 CALC = {
     "type": "object",
@@ -388,6 +389,52 @@ def test_native_tool_call_in_tool_call_tags_recovered():
     assert action.source == "text"
 
 
+@pytest.mark.parametrize("text", [
+    '<tool_call>{"name": "now", "arguments": {}}</tool_call><tool_call>{name: "search", arguments: {query: "b"}}'
+    '</tool_call>',  # a strict call beside near-JSON: the near-JSON one was dropped without a word
+    '<tool_call>{"name": "search", "arguments": {"query": "a"}}</tool_call>\n'
+    '<tool_call>{"name": "search", "arguments": {"query": 9:30}}</tool_call>',
+    '<tool_call>[{"name": "now", "arguments": {}}, {"name": "search", "arguments": {"query": 9:30}}]</tool_call>',
+    '{"tool_calls": [{"function": {"name": "now", "arguments": {}}}, {"function": {"name": "search", "arguments": '
+    '{"query": 9:30}}}]}',
+])
+def test_native_calls_are_refused_whole_when_one_of_them_cannot_be_read(text):
+    # the readable calls ran and the other was lost, with no word to the model (review of 2026-12-04)
+    action = native(text)
+    assert isinstance(action, ParseFailure) and action.error == PARTLY_READ, action
+
+
+@pytest.mark.parametrize("text", [
+    '{"name": "search", "arguments": {"query": 9:30}}', '{"name": "search", "arguments": {"query": "a",}}',
+    '{"action": "search", "action_input": {"query": "a",}}', '```json\n{"name": "search", "arguments": {"query": 9:30}}\n```',
+    '{"name": "search", "arguments": {"query": "a"}', 'search(query="a"', 'search:\n{"query": 9:30}',
+])
+def test_a_native_reply_that_opens_a_call_no_call_could_be_read_from_is_no_answer(text):
+    # near-JSON or a cut-off call outside a <tool_call> tag was the run's final answer
+    action = native(text)
+    assert isinstance(action, ParseFailure) and action.error == CALL_UNREADABLE.format(name="search"), action
+
+
+@pytest.mark.parametrize("text", ['{"name": "Alice", "age": 3}', "search is a tool I could use.",
+                                  'The answer: {"name": "search"}'])
+def test_json_or_prose_that_opens_no_call_stays_the_answer(text):
+    assert native(text) == FinalAnswer(text)
+
+
+def test_json_actions_are_refused_whole_when_one_of_them_cannot_be_read():
+    reply = ('{"thought": "x", "actions": [{"action": "search", "action_input": {"query": "a"}}, '
+             '{"action": "search", "action_input": {"query": 9:30}}]}')
+    action = parse_reply(reply, style="json", tools=TOOLS)
+    assert isinstance(action, ParseFailure) and action.error == PART_OF_DAMAGED, action
+    repairable = '{"thought": "x", "actions": [{"action": "search", "action_input": {"query": "a"}}],}'
+    assert calls_of(parse_reply(repairable, style="json", tools=TOOLS)) == [("search", {"query": "a"})]
+
+
+def test_a_python_style_call_naming_an_argument_twice_is_refused():
+    action = native('search(query="a", query="b")')
+    assert isinstance(action, ParseFailure) and action.kind == "arguments", action
+
+
 def test_native_two_tagged_calls_recovered_in_order():
     text = (
         '<tool_call>{"name": "search", "arguments": {"query": "a"}}</tool_call>\n'
@@ -400,8 +447,6 @@ def test_native_two_tagged_calls_recovered_in_order():
     ('<tool_call>{"name": "calculator", "arguments": {"expression": "2*21"},}</tool_call>',
      [("calculator", {"expression": "2*21"})]),
     ("<tool_call>\n{'name': 'search', 'arguments': {'query': 'a'}}\n</tool_call>", [("search", {"query": "a"})]),
-    ('<tool_call>{"name": "now", "arguments": {}}</tool_call><tool_call>{name: "search", arguments: {query: "b"}}'
-     '</tool_call>', [("now", {})]),  # a strict call was read: near-JSON beside it is not guessed at
 ])
 def test_native_near_json_in_tool_call_tags_is_repaired(text, calls):
     # was the final answer: the tag and its near-JSON handed to the user as the run's answer

@@ -760,6 +760,8 @@ _CHANGED = [  # near-JSON, and what json_repair alone made of it
     ('{"a": 1,, "b": 2}', '"a": 1,, "b": 2}'),  # "1,"
     ('{"a": 1, "b"}', '1, "b"}'),  # b dropped
     ('{"a": 1, "a": 2,}', '"a": 1, "a": 2,}'),  # the first a dropped
+    ('{"at": """9:30"""}', '"""9:30"""}'),  # {"at": "", "9:30": ""}: a key invented
+    ("{'at': " + "'" * 3 + "9:30" + "'" * 3 + "}", "'" * 3 + "9:30" + "'" * 3 + "}"),
 ]
 
 
@@ -793,7 +795,8 @@ def test_a_repair_that_keeps_every_value_is_taken(text, expected):
     assert valid_unicode_in(decode_arguments(text)) == expected
 
 
-_BAD_VALUES = ["9:30", "2*21", "1 2", '"x" "y"', "-", "１２", "1,,", "a b: c", "[1 2]", "'x' 'y'", "+"]
+_BAD_VALUES = ["9:30", "2*21", "1 2", '"x" "y"', "-", "１２", "1,,", "a b: c", "[1 2]", "'x' 'y'", "+",
+               '"' * 3 + "9:30" + '"' * 3, "'" * 3 + "x" + "'" * 3]
 
 
 @settings(max_examples=300, deadline=None)
@@ -830,7 +833,8 @@ def test_prose_that_only_looks_like_a_call_stays_the_answer(reply):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from([v for v in _BAD_VALUES if "y" not in v] + ["0755", "09:30", "x.y", "a-b"]),  # "x" "y": "xy"
+@given(st.sampled_from([v for v in _BAD_VALUES if not set(v) & set("'\"")] + ["0755", "09:30", "x.y", "a-b"]),
+       # quoted ones are Python literals: "x" "y" is "xy", a triple-quoted 9:30 is "9:30"
        st.sampled_from(["native", "json", "react"]), st.sampled_from(["path=", ""]))
 def test_a_python_style_call_never_becomes_the_answer_or_another_value(bad, style, keyword):
     action = parse_reply(f"read_file({keyword}{bad})", style=style, tools=_TOOLS_FOR_ZEROS)

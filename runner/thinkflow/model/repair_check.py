@@ -4,7 +4,8 @@
 write, but it reads anything: ``{"time": 9:30}`` becomes ``{"time": 9}``, ``{"expression": 2*21}`` becomes
 ``{"expression": 2}``, ``{"a" 1}`` becomes ``{"a": ""}``, ``{"a": 1, "b"}`` loses ``b``. A tool then runs with a value
 the model never wrote. :func:`repair_changed` compares the repaired value with the text: the keys and scalar
-values of the repaired value, in document order, must be the text's own tokens one for one (a string literal
+values of the repaired value, in document order, must be the text's own tokens one for one, each apart from the
+one before by a bracket, ``:`` or ``,`` (``"x" "y"`` and a triple-quoted ``9:30`` are refused) (a string literal
 read as a string, a number or literal read as itself, an unquoted word, date or version as that text), so a repair
 may fix only punctuation and quoting.
 
@@ -37,6 +38,9 @@ def repair_changed(text: str, value: Any) -> str | None:
         that was changed, dropped or invented) to quote to the model.
     """
     tokens = list(_tokens(text))
+    glued = next((n for n, token in enumerate(tokens) if token[2]), None)
+    if glued is not None:  # '"x" "y"', '"""9:30"""': two values with no ':' or ',' between them
+        return _excerpt(text, tokens, glued)
     leaves = list(_leaves(value))
     for n, leaf in enumerate(leaves):
         if n >= len(tokens) or not _same(tokens[n], leaf):
@@ -46,10 +50,11 @@ def repair_changed(text: str, value: Any) -> str | None:
     return None
 
 
-def _tokens(text: str) -> Iterator[tuple[str, int]]:
-    """The text's keys and scalar values outside brackets and punctuation: ``(raw, start)`` each, where ``raw`` is a
-    quoted literal with its quotes, or an unquoted run (stripped). An unclosed string literal ends the scan."""
-    pos = 0
+def _tokens(text: str) -> Iterator[tuple[str, int, bool]]:
+    """The text's keys and scalar values outside brackets and punctuation: ``(raw, start, glued)`` each, where
+    ``raw`` is a quoted literal with its quotes, or an unquoted run (stripped), and ``glued`` is True when no
+    bracket, ``:`` or ``,`` stands between it and the token before. An unclosed string literal ends the scan."""
+    pos, after_token = 0, False
     while pos < len(text):
         match = _TOKEN.match(text, pos)
         if match is None:  # only blank space is left
@@ -58,15 +63,15 @@ def _tokens(text: str) -> Iterator[tuple[str, int]]:
             start = match.start(2)
             end = string_end(text, start)
             if end is None:
-                yield text[start:], start
+                yield text[start:], start, after_token
                 return
-            yield text[start:end], start
-            pos = end
+            yield text[start:end], start, after_token
+            pos, after_token = end, True
         elif match.group(3):
-            yield match.group(3).rstrip(" \t\r\n"), match.start(3)
-            pos = match.end()
+            yield match.group(3).rstrip(" \t\r\n"), match.start(3), after_token
+            pos, after_token = match.end(), True
         else:
-            pos = match.end()
+            pos, after_token = match.end(), False
 
 
 def _leaves(value: Any) -> Iterator[Any]:
@@ -93,7 +98,7 @@ class _Key:
         self.name = name
 
 
-def _same(token: tuple[str, int], leaf: Any) -> bool:
+def _same(token: tuple[str, int, bool], leaf: Any) -> bool:
     """Whether ``leaf`` is what the token ``raw`` says: a string literal's text, a number's or literal's value, an
     unquoted word itself."""
     raw = token[0]
@@ -120,7 +125,7 @@ def _same(token: tuple[str, int], leaf: Any) -> bool:
     return float(raw) == leaf
 
 
-def _excerpt(text: str, tokens: list[tuple[str, int]], n: int) -> str:
+def _excerpt(text: str, tokens: list[tuple[str, int, bool]], n: int) -> str:
     start = tokens[n - 1][1] if 0 < n <= len(tokens) else tokens[n][1] if n < len(tokens) else max(len(text) - _SHOWN, 0)
     shown = text[start:start + _SHOWN]
     return shown + ("..." if start + _SHOWN < len(text) else "")

@@ -78,13 +78,15 @@ def note_number(notes: set[str], text: str, start: int, end: int) -> None:
 @dataclass(frozen=True)
 class Found:
     """A JSON value at ``text[start:end]``; ``fenced``: it opens a fenced block; ``tagged``: it follows a
-    ``<tool_call>`` tag."""
+    ``<tool_call>`` tag; ``inside``: it lies inside a ``{...}`` that does not decode (``{"actions": [{ok}, {"a":
+    9:30}]}``): a part of a damaged whole, never to be taken alone."""
 
     value: Any
     start: int
     end: int
     fenced: bool
     tagged: bool
+    inside: bool = False
 
 
 def _fenced_starts(text: str) -> list[int]:
@@ -141,6 +143,7 @@ def iter_json_objects(text: str, notes: set[str] | None = None) -> Iterator[Foun
             yield Found(decoded[0], pos, decoded[1], True, tagged(pos))
     pos = 0
     count = len(seen)
+    damaged_until = -1  # the end of the furthest-reaching near-JSON object that failed to decode
     while True:
         if budget <= 0 or failures >= MAX_FAILED_DECODES or count >= MAX_OBJECTS:
             notes.add(BOUNDED)
@@ -154,10 +157,15 @@ def iter_json_objects(text: str, notes: set[str] | None = None) -> Iterator[Foun
             continue
         decoded = attempt(start)
         if decoded is None:
+            if start > damaged_until and budget > 0:  # where does the damaged object end (near-JSON reading)?
+                limit = max(1, min(budget, json_limits.MAX_REPAIR_CHARS))
+                end, _, _ = json_limits.scan_end(text, start, limit=limit)
+                budget -= (end if end is not None else min(len(text), start + limit)) - start
+                damaged_until = max(damaged_until, end or -1)
             pos = start + 1
             continue
         count += 1
-        yield Found(decoded[0], start, decoded[1], False, tagged(start))
+        yield Found(decoded[0], start, decoded[1], False, tagged(start), inside=start < damaged_until)
         pos = decoded[1]
 
 
@@ -185,6 +193,20 @@ class JsonObjects:
             except StopIteration:
                 self._done = True
                 return
+
+
+def unreadable_tag(text: str, read: set[int]) -> bool:
+    """True when a ``<tool_call>`` tag in ``text`` is followed (after blank space) by a ``{`` or ``[`` that does not
+    decode strictly and is not in ``read`` (the starts of the tagged values a call was taken from, repaired ones
+    included): a call the model meant to make that cannot be read as written."""
+    for tag in _TOOL_CALL_TAG.finditer(text):
+        pos = _SPACE.match(text, tag.end()).end()
+        if pos not in read and text.startswith(("{", "["), pos):
+            try:
+                json_limits.raw_decode(text, pos)
+            except (json.JSONDecodeError, json_limits.NestingError):
+                return True
+    return False
 
 
 def has_tool_call_tag(text: str) -> bool:

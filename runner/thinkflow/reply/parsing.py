@@ -42,7 +42,9 @@ first that yields an action:
    :class:`ParseFailure` (``kind="format"``); a reply with no format markers at all (no ReAct label outside
    fences, no ``{"``, no ``<tool_call>`` tag: plain prose) is the final answer in every style, as is any other
    text in ``native`` style (a leading ``Final Answer:`` label removed) but for a ``<tool_call>`` tag whose call
-   could not be read, or a ``<function`` one (:data:`TAG_UNREADABLE`); in ``json`` and ``react`` style the rest is a
+   could not be read, or a ``<function`` one (:data:`TAG_UNREADABLE`), and a reply that opens a call of an offered
+   tool none could be read from (``{"name": "x", ...``, ``x(``: :data:`CALL_UNREADABLE`); in ``json`` and ``react``
+   style the rest is a
    :class:`ParseFailure` (``kind="format"``) whose message states exactly the expected format.
    Whatever rule gave it, a final answer that opens with ``<tool_response>`` blocks (a small model imitating how
    its chat template shows tool results, Qwen2.5's among them) is not the answer: the text after the blocks is,
@@ -89,7 +91,8 @@ from thinkflow.reply.json_text import (  # noqa: F401 (DEEP, iter_json_objects: 
 from thinkflow.model.messages import ToolCall
 from thinkflow.model import json_limits
 from thinkflow.reply.react_text import iter_labels, parse_react, strip_final_label
-from thinkflow.reply.text_calls import as_text, final_from_input, recover_text_calls, tool_call_shapes
+from thinkflow.reply.text_calls import (as_text, called_tool, final_from_input, recover_text_calls,
+                                        tool_call_shapes)
 
 # --------------------------------------------------------------------------------------------------------------
 # Rule 1: normalising content
@@ -193,6 +196,9 @@ def _parse(text: Any, tool_calls: Sequence[ToolCall], style: Style, tools: Mappi
                        thought=reasoning)
     if style == "native" and _CALL_TAG.search(body):  # a call that could not be read is no answer
         return failure(style, names, TAG_UNREADABLE, thought=reasoning)
+    called = called_tool(body, names) if style == "native" else None
+    if called is not None:  # {"name": "probe", "arguments": {"at": 9:30}}, probe(at="9:30" -- no answer either
+        return failure(style, names, CALL_UNREADABLE.format(name=called), thought=reasoning)
     if style == "native" or not has_format_markers(body):
         return FinalAnswer(strip_final_label(body).strip(), thought=reasoning)
     if style == "json":
@@ -263,6 +269,14 @@ TAG_UNREADABLE = ("the reply holds a <tool_call> or <function> tag, but no tool 
                   'the call as JSON, {"name": "<tool>", "arguments": {...}}, or answer in plain text without the tag')
 
 
+PART_OF_DAMAGED = ("the reply's JSON could not be read as a whole (a value JSON cannot carry, or a missing comma, "
+                   "quote or bracket), so none of its actions is taken alone: send the whole reply again as valid "
+                   "JSON")
+CALL_UNREADABLE = ("the reply opens a call of the tool '{name}', but the call could not be read (not valid JSON, "
+                   "cut off, or holding a value JSON cannot carry): call the tool through the function-calling "
+                   "interface with its arguments as one JSON object, or answer in plain text")
+
+
 _MAY_BE_NON_FINITE = re.compile(r"NaN|Infinity|\d[eE][+-]?\d{3}|\d{300}")
 """A reply without any of these holds no number JSON cannot carry (the scan is skipped: one C regex pass)."""
 
@@ -305,8 +319,12 @@ def _parse_json_action(body: str, objects: JsonObjects, style: Style, tools: Map
                        reasoning: str) -> Action | None:
     names = list(tools)
     found = next((f for f in objects if _is_action_object(f.value)), None)
-    if found is None:
-        found = next((f for f in repair_objects(body, objects.notes) if _is_action_object(f.value)), None)
+    if found is None or found.inside:
+        repaired = next((f for f in repair_objects(body, objects.notes) if _is_action_object(f.value)), None)
+        if found is not None and (repaired is None or repaired.start >= found.start):
+            # {"actions": [{ok}, {"at": 9:30}]}: the whole could not be read, and no part of it is taken alone
+            return failure(style, names, PART_OF_DAMAGED, thought=reasoning)
+        found = repaired
     if found is None:
         return None
     obj = found.value

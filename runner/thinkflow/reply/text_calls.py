@@ -12,14 +12,14 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Sequence
 
 from thinkflow.model import json_limits
 from thinkflow.model.messages import ArgumentsError, ToolCall
 from thinkflow.reply.actions import (Action, FinalAnswer, Style, ToolAction, arguments_failure, decode_input,
-                                     describe_keys, is_final_name, match_tool_name, new_call_id)
+                                     describe_keys, failure, is_final_name, match_tool_name, new_call_id)
 from thinkflow.reply.json_text import (ACTION_NUMBER, NUMBER, Found, JsonObjects, has_tool_call_tag,
-                                       repair_objects)
+                                       repair_objects, unreadable_tag)
 
 
 def as_text(content: Any) -> str:
@@ -210,7 +210,8 @@ def call_expression(body: str, notes: set[str] | None = None) -> tuple[str, list
     try:
         node = ast.parse(f"{name}({inner})", mode="eval").body
         if (not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name)
-                or any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)):
+                or any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
+                or len({k.arg for k in node.keywords}) < len(node.keywords)):  # f(a=1, a=2): Python refuses it too
             return None
         return (name, [_json_ready(ast.literal_eval(a)) for a in node.args],
                 {str(k.arg): _json_ready(ast.literal_eval(k.value)) for k in node.keywords}, parenthesised)
@@ -222,7 +223,8 @@ def call_expression(body: str, notes: set[str] | None = None) -> tuple[str, list
 
 
 UNREADABLE_CALL = ("its values are not JSON or Python literals (a number with a leading zero such as 0755, a time "
-                   "such as 9:30, an expression such as 2*21, an unquoted word); quote each text value")
+                   "such as 9:30, an expression such as 2*21, an unquoted word), or it names an argument twice; "
+                   "quote each text value")
 """The error for a reply that is one Python-style call of a tool whose values cannot be read as literals."""
 
 
@@ -237,6 +239,28 @@ def _unreadable_call(body: str, names: list[str]) -> str | None:
         return None
     name = match_tool_name(head.group(1), names)
     return name if name in names else None
+
+
+_CALL_OPENING = re.compile(
+    r"""([A-Za-z_]\w{0,99})(?:\(|[ \t]*:?[ \t]*\n[ \t]*\{)"""  # probe(...   probe:\n{...
+    r"""|\{\s*["']?(?:name|action|tool|tool_name|function)["']?\s*:\s*(?:\{\s*["']?name["']?\s*:\s*)?"""
+    r"""["']([A-Za-z_][\w.\-]{0,99})["']""")  # {"name": "probe", ...   {"function": {"name": "probe" ...
+
+
+def called_tool(body: str, names: Sequence[str]) -> str | None:
+    """The offered tool a reply opens by calling -- ``probe(``, ``probe:`` then an object on the next line,
+    ``{"name": "probe"``, ``{"action": "probe"``, ``{"function": {"name": "probe"`` (a fence before it allowed) --
+    or None. For a reply no call could be read from: such a reply meant a call (cut off, near-JSON outside a
+    ``<tool_call>`` tag, values that are no literals), it is no answer."""
+    match = _CALL_OPENING.match(_unfenced(body[:MAX_CALL_EXPRESSION]))
+    if match is None:
+        return None
+    name = match_tool_name(match.group(1) or match.group(2), list(names))
+    return name if name in names else None
+
+
+PARTLY_READ = ("some of the reply's tool calls could not be read (a value JSON cannot carry, or a missing comma, "
+               "quote or bracket), so none of them is run alone: send all the calls again, each as valid JSON")
 
 
 def _note_number(notes: set[str] | None) -> None:
@@ -305,10 +329,17 @@ def recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Map
         if not calls and has_tool_call_tag(body):  # near-JSON in a tag ('{"a": 1,}'): repaired, never into
             yield from (found for found in repair_objects(body, objects.notes) if found.tagged)  # values not there
 
+    damaged = False  # a call found inside a JSON value that could not be read whole
+    read_tags: set[int] = set()  # where the tagged values calls were taken from begin
     for found in candidates() if not calls else ():
         shapes = tool_call_shapes(found.value)
         if not shapes:
             continue
+        if found.inside:
+            damaged = True
+            continue
+        if found.tagged:
+            read_tags.add(found.start)
         for raw_name, raw_args in shapes:
             name = match_tool_name(raw_name, names)
             if name not in names:
@@ -320,6 +351,10 @@ def recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Map
                 if not found.tagged:
                     continue
             add(name, raw_args)
+    if damaged or (calls and unreadable_tag(body, read_tags)):
+        # two <tool_call> tags, one unreadable; {"tool_calls": [{ok}, {"at": 9:30}]}: refused whole, as a number
+        # JSON cannot carry is, so the other calls are not run alone
+        return failure(style, names, PARTLY_READ, thought=reasoning)
     if not calls:
         return None
     thought = reasoning

@@ -516,3 +516,13 @@ def test_any_json_line_in_a_results_file_is_a_record_or_a_batch_error_and_the_fi
         assert all(isinstance(r["status"], str) for r in log.records.values())
         assert path.read_text(encoding="utf-8") == content + ("" if newline else "\n")  # at most its newline added
         assert len(log.records) == len({*(f"good-{i}" for i in range(3)), str(json.loads(line)["id"])})
+
+
+def test_the_results_file_cannot_be_the_inputs_or_the_agent_file(cli, tmp_path, openai_server):
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "task": "add 1 and 1"}])
+    agent = agent_yaml(tmp_path, openai_server)
+    for read, what in ((inputs, "the inputs file"), (agent, "the agent file")):
+        kept = read.read_bytes()
+        result = cli.invoke(main, ["batch", str(agent), str(inputs), "-o", str(read), "-q"])
+        assert result.exit_code == 2 and f"--output {read} is {what}; give another results file" in result.output
+        assert read.read_bytes() == kept

@@ -397,6 +397,40 @@ def test_from_trace_makes_a_case_that_replays(project, openai_server):
     assert replay.exit_code == 0, replay.output
 
 
+def test_from_trace_and_junit_refuse_to_write_over_a_file_they_read(project, openai_server):
+    """The cassette --from-trace writes could land on the trace being read (given as a path), and --junit could
+    name the test file, its agent or its cassette: each was replaced. Now a usage error; nothing is written."""
+    from thinkflow.agent import build
+    from thinkflow.config.loader import load_agent
+    from thinkflow.run.loop import run
+
+    agent_path = write_agent(project, openai_server)
+    script_adds(openai_server)
+    result = run(build(load_agent(agent_path)), "What is 2 + 3?", trace_dir=project / "runs")
+    out = project / "tests.d" / "mine.test.yaml"
+    trace = out.parent / "cassettes" / "mine" / f"run-{result.run_id}.json"  # where its cassette would go
+    trace.parent.mkdir(parents=True)
+    (project / "runs" / f"{result.run_id}.jsonl").rename(trace)
+    before = trace.read_bytes()
+    made = CliRunner().invoke(main, ["test", "--from-trace", str(trace), "--agent", str(agent_path),
+                                     "--out", str(out)])
+    assert made.exit_code == 1, made.output
+    assert f"{trace} would replace {trace}, a file this command reads; choose another name with --out" in made.output
+    assert trace.read_bytes() == before and not out.exists()
+    good = project / "tests.d" / "good.test.yaml"
+    assert CliRunner().invoke(main, ["test", "--from-trace", str(trace), "--agent", str(agent_path),
+                                     "--out", str(good)]).exit_code == 0
+    openai_server.stop()
+    (cassette,) = (good.parent / "cassettes" / "good").iterdir()
+    for read in (good, agent_path, cassette):
+        kept = read.read_bytes()
+        replay = CliRunner().invoke(main, ["test", str(good), "--junit", str(read)])
+        assert replay.exit_code == 2, replay.output
+        assert f"--junit {read} would replace {read}, a file the tests read" in replay.output
+        assert read.read_bytes() == kept
+    assert CliRunner().invoke(main, ["test", str(good), "--junit", str(project / "junit.xml")]).exit_code == 0
+
+
 def test_from_trace_replays_a_call_whose_arguments_could_not_be_decoded(project, openai_server):
     agent_path = write_agent(project, openai_server)
     openai_server.push(tool_calls([("calculator", '{"expression": "2 + ', "call_0")]),

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -138,6 +139,24 @@ def test_trace_show_and_last_cli(tmp_path):
     assert "unfinished" not in out
     narrow = runner.invoke(main, ["trace", "list", "--trace-dir", str(tmp_path)], env={"COLUMNS": "60"})
     assert "20240101-110000-bbbbbb" in narrow.output and "20240101-100000-aaaaaa" in narrow.output
+
+
+@pytest.mark.parametrize("spell", ["path", "relative", "symlink"])
+def test_trace_show_html_refuses_to_write_over_the_trace_it_reads(tmp_path, monkeypatch, spell):
+    """--html naming the trace itself replaced the trace with the HTML report: the run's record was lost."""
+    trace = _trace(tmp_path / ".thinkflow" / "runs", "20240101-100000-aaaaaa")
+    before = trace.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    if spell == "symlink":
+        (tmp_path / "report.html").symlink_to(trace)
+    html = {"path": str(trace), "relative": "./.thinkflow/../.thinkflow/runs/20240101-100000-aaaaaa.jsonl",
+            "symlink": "report.html"}[spell]
+    result = CliRunner().invoke(main, ["trace", "show", "20240101-100000", "--html", html])
+    assert result.exit_code == 2, result.output
+    assert f"--html {Path(html)} is the trace being shown; give another file for the report" in result.output
+    assert trace.read_bytes() == before
+    other = CliRunner().invoke(main, ["trace", "show", "20240101-100000", "--html", "out.html"])
+    assert other.exit_code == 0 and (tmp_path / "out.html").read_text().lstrip().lower().startswith("<!doctype")
 
 
 def test_trace_show_unknown_run_fails(tmp_path):

@@ -98,6 +98,11 @@ def batch(agent_file: Path, inputs_file: Path, output: Path, task_template: str 
     resources = _resources(ray_resources)
     if not use_ray and (ray_address or ray_resources or ray_working_dir):
         raise click.UsageError("--ray-address, --ray-resources and --ray-working-dir need --ray")
+    from thinkflow.paths import same_file
+
+    for read, what in ((agent_file, "the agent file"), (inputs_file, "the inputs file")):
+        if same_file(output, read):
+            raise click.UsageError(f"--output {output} is {what}; give another results file")
     try:
         spec = load_agent(agent_file)
         inputs = read_inputs(inputs_file, task_template=task_template)

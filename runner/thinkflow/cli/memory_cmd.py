@@ -182,8 +182,14 @@ def forget_cmd(memory_id: str, agent_path: Path | None) -> None:
 def export_cmd(file: Path, agent_path: Path | None) -> None:
     """Write every memory to FILE as JSONL ({"id", "content", "metadata"} per line)."""
     from thinkflow.errors import MemoryStoreError
+    from thinkflow.paths import same_file
 
+    if agent_path is not None and same_file(file, agent_path):
+        _fail(f"{file} is the agent file; give another file to export to", EXIT_CONFIG)
     store = open_agent_memory(agent_path)
+    store_dir = Path(str(store.location))
+    if store_dir.is_dir() and file.resolve().is_relative_to(store_dir.resolve()):
+        _fail(f"{file} is inside the memory store {store_dir}; give a file outside it to export to", EXIT_CONFIG)
     try:
         n = store.export(file)
     except (MemoryStoreError, OSError) as exc:

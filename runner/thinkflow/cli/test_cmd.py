@@ -90,8 +90,22 @@ def test(paths: tuple[str, ...], record: bool, live: bool, cache: bool, only: tu
             raise click.UsageError(f"no case named {', '.join(sorted(unknown))}")
         specs = [dataclasses.replace(s, cases=tuple(c for c in s.cases if c.name in only)) for s in specs]
         specs = [s for s in specs if s.cases]
+    if junit_file is not None:
+        _refuse_reading(junit_file, specs)
     _run(specs, mode="record" if record else "live" if live else "replay", cache=cache, junit_file=junit_file,
          fmt=fmt)
+
+
+def _refuse_reading(junit_file: Path, specs: list[Any]) -> None:
+    """A usage error when ``junit_file`` is a file the tests read (a test file, its agent or a cassette): writing
+    the report would replace it."""
+    from thinkflow.paths import same_file
+
+    for spec in specs:
+        for read in (spec.path, spec.agent_path, *(spec.cassette_path(c) for c in spec.cases)):
+            if same_file(junit_file, read):
+                raise click.UsageError(f"--junit {junit_file} would replace {read}, a file the tests read; "
+                                       "give another file for the report")
 
 
 def _run(specs: list[Any], *, mode: str, cache: bool, junit_file: Path | None, fmt: str) -> None:
@@ -196,7 +210,7 @@ def _from_trace(ref: str, agent_file: Path | None, out_file: Path | None, trace_
         agent_file = found
     out = out_file or agent_file.parent / f"{made.agent}-{made.run_id}.test.yaml"
     try:
-        test_file, cassette = write_test_from_trace(made, agent_path=agent_file, out=out)
+        test_file, cassette = write_test_from_trace(made, agent_path=agent_file, out=out, keep=[path])
         load_test_file(test_file)
     except SpecError as error:
         for issue in error.issues:

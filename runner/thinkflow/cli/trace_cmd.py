@@ -36,6 +36,11 @@ def _show(path: Path, full: bool, as_json: bool, html: Path | None = None) -> No
 
     from thinkflow.redaction import Redactor
 
+    if html is not None:
+        from thinkflow.paths import same_file
+
+        if same_file(html, path):
+            raise click.UsageError(f"--html {html} is the trace being shown; give another file for the report")
     try:  # each model request with its messages as sent (the file holds each message once)
         events, skipped = read_trace_lines(path)
         events = expand_requests(events, str(path))

@@ -126,19 +126,30 @@ def case_from_trace(events: list[dict[str, Any]], *, name: str | None = None) ->
     return TraceCase(case=case, cassette=cassette, agent=cassette.agent, run_id=run_id)
 
 
-def write_test_from_trace(trace: TraceCase, *, agent_path: Path, out: Path) -> tuple[Path, Path]:
+def write_test_from_trace(trace: TraceCase, *, agent_path: Path, out: Path,
+                          keep: Iterable[Path] = ()) -> tuple[Path, Path]:
     """Write the test file ``out`` (refusing to replace one) naming ``agent_path``, and the case's cassette next to
-    it; returns ``(test file, cassette)``.
+    it; returns ``(test file, cassette)``. ``keep``: files that must not be written over (the trace read); the
+    agent file is always kept.
 
     Raises:
-        TraceError: ``out`` exists or is not a ``*.test.yaml`` name.
+        TraceError: ``out`` exists or is not a ``*.test.yaml`` name; ``out`` or the cassette would be the agent
+            file or a ``keep`` file (nothing is written then).
     """
     import yaml
 
     from thinkflow.config.testspec import is_test_file, test_stem
+    from thinkflow.paths import same_file
 
     if not is_test_file(out):
         raise TraceError(f"{out}: a test file's name ends in .test.yaml")
+    cassette_path = out.parent / "cassettes" / test_stem(out) / f"{trace.case['name']}.json"
+    kept_files = (*keep, agent_path)
+    for target in (out, cassette_path):
+        for kept in kept_files:
+            if same_file(target, kept):
+                raise TraceError(f"{target} would replace {kept}, a file this command reads; "
+                                 "choose another name with --out")
     if out.exists():
         raise TraceError(f"{out} exists; choose another name with --out")
     agent_ref = os.path.relpath(agent_path.resolve(), out.parent.resolve())
@@ -148,7 +159,6 @@ def write_test_from_trace(trace: TraceCase, *, agent_path: Path, out: Path) -> t
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=110),
                    encoding="utf-8")
-    cassette_path = out.parent / "cassettes" / test_stem(out) / f"{trace.case['name']}.json"
     save_cassette(cassette_path, trace.cassette)
     return out, cassette_path
 

@@ -172,6 +172,18 @@ def test_an_environment_variable_that_is_not_utf8_does_not_break_the_request_fra
     assert (result.status, result.text, result.data["isolation"]) == ("ok", "plain", "process")
 
 
+def test_a_working_directory_the_worker_cannot_enter_fails_the_call_rather_than_running_elsewhere(
+        module, monkeypatch, tmp_path):
+    # a name that is not UTF-8 reaches the worker with U+FFFD in it (frames are JSON); chdir then failed quietly and
+    # the tool ran in the worker's own directory
+    import os
+
+    tool = ptool(module, "text")
+    monkeypatch.setattr(os, "getcwd", lambda: str(tmp_path / "gone\ufffd"))  # what the worker is asked to enter
+    result = tool.run({})
+    assert result.status == "error" and result.text.startswith("the tool's working directory cannot be entered: ")
+
+
 def test_timeout_stops_waiting(module):
     result = ptool(module, "slow", timeout=0.2).run({})
     assert (result.status, result.text) == ("timeout", "timed out after 0.2 s")

@@ -49,8 +49,9 @@ def _call(func: Any, converter: Any, request: dict[str, Any]) -> dict[str, Any]:
     if request.get("cwd"):
         try:
             os.chdir(request["cwd"])
-        except OSError:
-            pass
+        except OSError as error:  # gone, or a name that is not UTF-8: never run the tool somewhere else
+            return {"status": "error", "text": f"the tool's working directory cannot be entered: {error}",
+                    "data": {"bytes": 0, "truncated": False}}
     if isinstance(request.get("environ"), dict):
         os.environ.clear()
         os.environ.update(request["environ"])

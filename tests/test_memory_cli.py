@@ -49,6 +49,25 @@ def test_missing_agent_option(tmp_path):
 
 
 @pytest.mark.slow
+def test_import_says_what_the_retention_policy_deleted(tmp_path):
+    # the policy runs after every write: an import printed only "imported 1 memories" while it deleted 2 others
+    path = tmp_path / "agent.yaml"
+    path.write_text(AGENT.replace("recall: {k: 2}", "recall: {k: 2}\n    retention: {max_items: 2}"), encoding="utf-8")
+    first = tmp_path / "first.jsonl"
+    first.write_text("".join(json.dumps({"id": f"m{n}", "content": f"fact number {n}", "metadata": {"time": n}})
+                             + "\n" for n in (1, 2)), encoding="utf-8")
+    assert run("memory", "import", str(first), "--agent", str(path)).output == "imported 2 memories into 'notes'\n"
+    later = tmp_path / "later.jsonl"
+    later.write_text(json.dumps({"id": "m3", "content": "fact number 3", "metadata": {"time": 3}}) + "\n",
+                     encoding="utf-8")
+    result = run("memory", "import", str(later), "--agent", str(path))
+    assert result.output == ("imported 1 memories into 'notes'\n"
+                             "the retention policy (max_items 2) then deleted 1 memories\n")
+    listed = json.loads(run("memory", "list", "--agent", str(path), "--json").output)
+    assert sorted(r["id"] for r in listed) == ["m2", "m3"]
+
+
+@pytest.mark.slow
 def test_import_list_search_forget_export(agent, tmp_path):
     source = tmp_path / "in.jsonl"
     source.write_text(

@@ -210,6 +210,12 @@ def import_cmd(file: Path, agent_path: Path | None) -> None:
     except MemoryStoreError as exc:
         _fail(str(exc), EXIT_STORE)
     _console().print(f"imported {n} memories into '{store.spec.collection}'")
+    deleted = store.deleted_by_retention
+    if deleted:
+        policy = store.spec.retention
+        limits = ", ".join(f"{name} {value:g}" for name, value in (("max_age_days", policy.max_age_days),
+                                                                    ("max_items", policy.max_items)) if value is not None)
+        _console().print(f"the retention policy ({limits}) then deleted {deleted} memories")
 
 
 COMMANDS = [memory]

@@ -76,6 +76,7 @@ class LongTermMemory:
         self.embedder = embedder
         self.location = where
         self._reranker = Reranker(spec.recall.reranker) if spec.recall.reranker else None
+        self.deleted_by_retention = 0  # how many memories the retention policy deleted after the last write
 
     # ----------------------------------------------------------------------------------------------- opening
     @classmethod
@@ -281,7 +282,7 @@ class LongTermMemory:
                     ids=ids[start:end], documents=docs[start:end], metadatas=metas[start:end], embeddings=vectors
                 ),
             )
-        self.apply_retention()
+        self.deleted_by_retention = self.apply_retention()
         return ids
 
     def _max_batch(self) -> int:
@@ -335,7 +336,9 @@ class LongTermMemory:
 
     def import_(self, path: Path) -> int:
         """Read JSONL written by :meth:`export` (``id`` and ``metadata`` optional) and store every line, re-embedded
-        with this collection's model; existing ids are overwritten. Nothing is written when any line is bad.
+        with this collection's model; existing ids are overwritten. Nothing is written when any line is bad. The
+        retention policy runs after the write, as after any write; :attr:`deleted_by_retention` says how many
+        memories it deleted (imported ones included, when older than ``max_age_days``).
 
         Raises:
             MemoryStoreError: unreadable file, or a bad line ("FILE:LINE: ...").

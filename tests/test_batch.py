@@ -526,3 +526,22 @@ def test_the_results_file_cannot_be_the_inputs_or_the_agent_file(cli, tmp_path, 
         result = cli.invoke(main, ["batch", str(agent), str(inputs), "-o", str(read), "-q"])
         assert result.exit_code == 2 and f"--output {read} is {what}; give another results file" in result.output
         assert read.read_bytes() == kept
+
+
+def test_a_second_batch_on_the_same_results_file_is_refused_while_the_first_runs(cli, tmp_path, openai_server):
+    # two batches writing one results file each ran every input and wrote each result twice
+    from filelock import FileLock
+
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "task": "add 1 and 1"}])
+    out = tmp_path / "out.jsonl"
+    agent = agent_yaml(tmp_path, openai_server)
+    with FileLock(f"{out}.lock"):  # the first batch, still running
+        result = cli.invoke(main, ["batch", str(agent), str(inputs), "-o", str(out), "-q"])
+    assert result.exit_code == 3, result.output
+    assert f"another thinkflow batch is writing {out} (it holds {out}.lock)" in " ".join(result.output.split())
+    assert not out.exists() and openai_server.requests == []
+    openai_server.push(text("The answer is 2"))
+    done = cli.invoke(main, ["batch", str(agent), str(inputs), "-o", str(out), "-q"])
+    assert done.exit_code == 0, done.output
+    again = cli.invoke(main, ["batch", str(agent), str(inputs), "-o", str(out), "-q"])  # the lock was given back
+    assert again.exit_code == 0 and len(out.read_text(encoding="utf-8").splitlines()) == 1

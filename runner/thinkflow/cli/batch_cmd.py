@@ -103,6 +103,7 @@ def batch(agent_file: Path, inputs_file: Path, output: Path, task_template: str 
     for read, what in ((agent_file, "the agent file"), (inputs_file, "the inputs file")):
         if same_file(output, read):
             raise click.UsageError(f"--output {output} is {what}; give another results file")
+    _hold_results_lock(err, output)
     try:
         spec = load_agent(agent_file)
         inputs = read_inputs(inputs_file, task_template=task_template)
@@ -152,6 +153,24 @@ def batch(agent_file: Path, inputs_file: Path, output: Path, task_template: str 
                                  max_cost=max_cost, rerun_failed=rerun_failed)
     _print_summary(err, summary, output)
     raise SystemExit(EXIT_OK if summary.all_completed and not summary.stopped else EXIT_INCOMPLETE)
+
+
+def _hold_results_lock(err: Any, output: Path) -> None:
+    """Hold ``<output>.lock`` (:mod:`filelock`) until the command ends: a second batch writing the same results
+    file ran every input again beside the first and wrote each result twice. Exits with EXIT_CONFIG when another
+    process holds it."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(f"{output}.lock")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire(timeout=0)
+    except Timeout:
+        _fail(err, EXIT_CONFIG, f"another thinkflow batch is writing {output} (it holds {output}.lock): wait for it "
+                                "to finish, or give another results file with -o")
+    except OSError as error:
+        _fail(err, EXIT_CONFIG, f"{output}: cannot lock the results file: {error}")
+    click.get_current_context().call_on_close(lock.release)
 
 
 def _check_builds(err: Any, settings: Any) -> None:

@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from json_strategies import ANY_JSON
 
 from scripted_servers import error, text, tool_calls
 from thinkflow.batch.inputs import read_inputs
@@ -344,10 +345,6 @@ def test_any_pending_agrees_with_pending_inputs_and_changes_nothing(tmp_path, st
 # --- inputs and results of any shape (the bounded decoder, thinkflow.model.stored) ---------------------------------
 
 DEEP = "[" * 3000 + "]" * 3000
-TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)  # no lone surrogate: the file is UTF-8
-ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-                        | TEXT, lambda c: st.lists(c, max_size=3) | st.dictionaries(TEXT, c, max_size=3),
-                        max_leaves=10)
 
 
 def nested(depth: int, kind: str) -> str:

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from json_strategies import ANY_JSON, TEXT
 
 from thinkflow.cli import main
 
@@ -202,10 +203,6 @@ def test_export_then_import_keeps_line_separators_inside_a_memory(agent, tmp_pat
     assert {r["id"]: r["content"] for r in rows} == {"sep": content, "tea": "Bob drinks green tea."}
 
 
-TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
-ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-                        | TEXT, lambda c: st.lists(c, max_size=3) | st.dictionaries(TEXT, c, max_size=3),
-                        max_leaves=10)
 ANY_LINE = st.one_of(
     ANY_JSON.map(lambda v: json.dumps(v, ensure_ascii=False)),
     st.fixed_dictionaries({"content": ANY_JSON}, optional={"id": ANY_JSON, "metadata": ANY_JSON, "time": ANY_JSON})

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from json_strategies import ANY_JSON
 
 from thinkflow.config.spec import LongTermSpec
 from thinkflow.errors import MemoryStoreError
@@ -359,17 +360,13 @@ def test_model_files_of_another_shape_keep_the_model_on_torch(tmp_path, file, te
     assert message in embeddings.fallback_reasons[str(model)]
 
 
-_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
-_ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-                         | _TEXT, lambda c: st.lists(c, max_size=3) | st.dictionaries(_TEXT, c, max_size=3),
-                         max_leaves=10)
 _DEEP = st.integers(150, 5000).map(lambda n: "[" * n + "]" * n)
 
 
 @settings(max_examples=100, deadline=None)
 @given(file=st.sampled_from(["modules.json", "1_Pooling/config.json", "tokenizer_config.json",
                              "sentence_bert_config.json", "config_sentence_transformers.json"]),
-       text=st.one_of(_ANY_JSON.map(json.dumps), _DEEP, st.sampled_from(["NaN", '{"max_seq_length": Infinity}'])))
+       text=st.one_of(ANY_JSON.map(json.dumps), _DEEP, st.sampled_from(["NaN", '{"max_seq_length": Infinity}'])))
 def test_any_json_in_a_model_file_gives_a_pipeline_or_a_memory_store_error(tmp_path_factory, file, text):
     model = _model_copy(tmp_path_factory.mktemp("model"))
     (model / file).write_text(text, encoding="utf-8")

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from json_strategies import ANY_JSON
 from scripted_servers import text, tool_calls
 
 from thinkflow.cli import main
@@ -366,6 +367,18 @@ def test_cli_exit_codes_junit_and_github_annotations(project, openai_server):
     assert runner.invoke(main, ["test", "--record", "--live", str(path)]).exit_code == 2
 
 
+def assert_replays_the_adds_run(case, out, openai_server):
+    """``case`` (from the test file ``out``) holds the adds run's task, status, answer and tool order, and the
+    file replays offline, the model server stopped."""
+    assert case.task == "What is 2 + 3?"
+    kinds = {a.kind: a.value for a in case.assertions}
+    assert kinds["status"] == "completed" and kinds["answer.equals"] == "2 + 3 = 5"
+    assert [c["name"] for c in kinds["tools.order"]] == ["calculator"]
+    openai_server.stop()
+    replay = CliRunner().invoke(main, ["test", str(out)])
+    assert replay.exit_code == 0, replay.output
+
+
 def _case_from_a_run(project: Path, agent_path: Path, name: str) -> Path:
     """Run the agent on "What is 2 + 3?" (the server scripted by the caller), then `thinkflow test --from-trace`
     of that run into tests.d/NAME.test.yaml; returns the test file."""
@@ -388,13 +401,7 @@ def test_from_trace_makes_a_case_that_replays(project, openai_server):
     out = _case_from_a_run(project, agent_path, "regression")
     test = load_test_file(out)
     (case,) = test.cases
-    assert case.task == "What is 2 + 3?"
-    kinds = {a.kind: a.value for a in case.assertions}
-    assert kinds["status"] == "completed" and kinds["answer.equals"] == "2 + 3 = 5"
-    assert [c["name"] for c in kinds["tools.order"]] == ["calculator"]
-    openai_server.stop()
-    replay = CliRunner().invoke(main, ["test", str(out)])
-    assert replay.exit_code == 0, replay.output
+    assert_replays_the_adds_run(case, out, openai_server)
 
 
 def test_from_trace_and_junit_refuse_to_write_over_a_file_they_read(project, openai_server):
@@ -469,13 +476,7 @@ def test_from_trace_skips_lines_that_are_no_events_and_names_them(project, opena
         (6, "'message' of a warning event is a number, not text"), (7, "JSON nested deeper than 200 levels"),
         (8, "NaN is not a JSON number"), (9, "Infinity is not a JSON number")]]
     (case,) = load_test_file(out).cases
-    assert case.task == "What is 2 + 3?"
-    kinds = {a.kind: a.value for a in case.assertions}
-    assert kinds["status"] == "completed" and kinds["answer.equals"] == "2 + 3 = 5"
-    assert [c["name"] for c in kinds["tools.order"]] == ["calculator"]
-    openai_server.stop()
-    replay = CliRunner().invoke(main, ["test", str(out)])
-    assert replay.exit_code == 0, replay.output
+    assert_replays_the_adds_run(case, out, openai_server)
 
 
 # --- the response cache ------------------------------------------------------------------------------------------
@@ -605,10 +606,6 @@ def test_a_passing_judge_verdict(project, openai_server):
 
 # --- cassettes and cache entries of any shape (the bounded decoder, thinkflow.model.stored) -------------------------
 
-TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
-ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-                        | TEXT, lambda c: st.lists(c, max_size=3) | st.dictionaries(TEXT, c, max_size=3),
-                        max_leaves=10)
 DEEP_TEXT = st.builds(lambda n, kind: "[" * n + "]" * n if kind == "list" else '{"a": ' * n + "1" + "}" * n,
                       st.integers(150, 5000), st.sampled_from(["list", "object"]))
 

@@ -127,6 +127,10 @@ class Usage:
         }
 
 
+USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens", "cost_usd", "calls")
+"""The fields of :class:`Usage`: what a stored usage object (a trace line's, a cassette's) holds, each a number."""
+
+
 @dataclass
 class ModelReply:
     """A model's reply, normalised whatever the provider.

@@ -23,6 +23,7 @@ import math
 from typing import Any
 
 from thinkflow.model import json_limits
+from thinkflow.model.messages import USAGE_COUNTS
 
 MAX_DEPTH = 2 * json_limits.MAX_DEPTH
 """Deepest nesting (objects and arrays) read from a stored file. What ThinkFlow writes is shallow, but a trace line
@@ -63,6 +64,20 @@ def describe(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
+
+
+def wrong(where: str, value: Any, expected: str) -> str:
+    """The message for a stored field of the wrong kind: ``"<where> is a list, not an object"``; an integer where a
+    number is expected is one beyond the float range (the only integer :func:`is_number` refuses)."""
+    if isinstance(value, int) and not isinstance(value, bool) and expected.startswith("a number"):
+        return f"{where} is an integer of {len(str(abs(value)))} digits, beyond the float range"
+    return f"{where} is {describe(value)}, not {expected}"
+
+
+def bad_usage_count(usage: dict[str, Any]) -> str | None:
+    """The first count of a stored usage object (:data:`thinkflow.model.messages.USAGE_COUNTS`) that is neither a
+    number (:func:`is_number`) nor null, or None when there is none."""
+    return next((name for name in USAGE_COUNTS if usage.get(name) is not None and not is_number(usage[name])), None)
 
 
 def is_number(value: Any) -> bool:

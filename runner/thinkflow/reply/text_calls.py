@@ -138,7 +138,6 @@ def _attribute_calls(body: str, tools: Mapping[str, Any]) -> list[tuple[str, Any
 
 #: the head of a reply that is one call: ``name(``
 _CALL_HEAD = re.compile(r"([A-Za-z_]\w{0,99})[ \t]*\(")
-_DIRECT_CALL_HEAD = re.compile(r"([A-Za-z_]\w{0,99})\(")  # no space: "search (the web) ..." is prose
 #: the head of a reply that is a name alone on its line (or before a colon), then one JSON object
 _NAME_HEAD = re.compile(r"([A-Za-z_]\w{0,99})[ \t]*(?::|\n)")
 MAX_CALL_EXPRESSION = 20_000
@@ -230,15 +229,12 @@ UNREADABLE_CALL = ("its values are not JSON or Python literals (a number with a 
 
 def _unreadable_call(body: str, names: list[str]) -> str | None:
     """The tool named when the whole of ``body`` is ``<tool>(...)`` -- the name of an offered tool right before the
-    parenthesis, the text ending at the closing one -- that :func:`call_expression` could not read; else None."""
-    if len(body) > MAX_CALL_EXPRESSION:
+    parenthesis (:func:`called_tool`), the text ending at the closing one -- that :func:`call_expression` could not
+    read; else None."""
+    text = _unfenced(body) if len(body) <= MAX_CALL_EXPRESSION else ""
+    if not (text.endswith(")") and (opening := _CALL_OPENING.match(text)) and opening.group().endswith("(")):
         return None
-    text = _unfenced(body)
-    head = _DIRECT_CALL_HEAD.match(text)
-    if head is None or not text.endswith(")"):
-        return None
-    name = match_tool_name(head.group(1), names)
-    return name if name in names else None
+    return called_tool(body, names)
 
 
 _CALL_OPENING = re.compile(

@@ -256,7 +256,7 @@ def render_report(events: Iterable[dict[str, Any]], *, title: str = "") -> str:
 
     Args:
         events: the trace's events, in order, as :func:`thinkflow.run.trace.read_trace` returns them (each line an
-            event by :func:`thinkflow.run.trace.event_problem`: its fields of the types the report formats).
+            event by :func:`thinkflow.run.trace_shape.event_problem`: its fields of the types the report formats).
         title: the page title (default: the agent and run id).
     Returns:
         the page, UTF-8 text.

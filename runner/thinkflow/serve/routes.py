@@ -124,10 +124,10 @@ def _trace_file(manager: Any, run_id: str) -> Path:
 def _edge_lines(path: Path, tail_bytes: int = 65536) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The first and the last event line of a trace file (either None when there is none): each line read as
     :func:`thinkflow.run.trace.read_trace_lines` reads it (bounded decoder, an event by
-    :func:`thinkflow.run.trace.event_problem`), so a line of another shape or nested thousands of levels deep is
+    :func:`thinkflow.run.trace_shape.event_problem`), so a line of another shape or nested thousands of levels deep is
     passed over, not a 500."""
     from thinkflow.model import stored
-    from thinkflow.run.trace import event_problem
+    from thinkflow.run.trace_shape import event_problem
 
     try:
         with path.open("rb") as handle:

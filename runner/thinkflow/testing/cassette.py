@@ -137,13 +137,6 @@ class Cassette:
                    recorded_at=str(data.get("recorded_at") or ""), source=str(data.get("source") or ""))
 
 
-_USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens", "calls", "cost_usd")
-
-
-def _not(where: str, value: Any, expected: str) -> str:
-    return f"{where} is {stored.describe(value)}, not {expected}"
-
-
 def reply_problem(reply: Any, where: str = "reply") -> str | None:
     """Why ``reply`` is no stored reply (:func:`reply_dict`'s shape), or None when it is one: an object whose
     ``text``, ``finish_reason`` and ``model`` are text or null, ``tool_calls`` a list (or null) of objects with a
@@ -151,47 +144,46 @@ def reply_problem(reply: Any, where: str = "reply") -> str | None:
     (or null) of numbers (or nulls), ``argument_errors`` an object (or null) of texts. ``where`` names the reply in
     the message."""
     if not isinstance(reply, dict):
-        return _not(where, reply, "an object")
+        return stored.wrong(where, reply, "an object")
     for key in ("text", "finish_reason", "model"):
         if reply.get(key) is not None and not isinstance(reply[key], str):
-            return _not(f"{where}.{key}", reply[key], "text")
+            return stored.wrong(f"{where}.{key}", reply[key], "text")
     calls = reply.get("tool_calls")
     if calls is not None and not isinstance(calls, list):
-        return _not(f"{where}.tool_calls", calls, "a list")
+        return stored.wrong(f"{where}.tool_calls", calls, "a list")
     for i, call in enumerate(calls or []):
         at = f"{where}.tool_calls[{i}]"
         if not isinstance(call, dict):
-            return _not(at, call, "an object")
+            return stored.wrong(at, call, "an object")
         for key in ("id", "name"):
             if call.get(key) is not None and not isinstance(call[key], str):
-                return _not(f"{at}.{key}", call[key], "text")
+                return stored.wrong(f"{at}.{key}", call[key], "text")
         if call.get("arguments") is not None and not isinstance(call["arguments"], dict):
-            return _not(f"{at}.arguments", call["arguments"], "an object")
+            return stored.wrong(f"{at}.arguments", call["arguments"], "an object")
     usage = reply.get("usage")
     if usage is not None and not isinstance(usage, dict):
-        return _not(f"{where}.usage", usage, "an object")
-    for key in _USAGE_COUNTS:
-        value = (usage or {}).get(key)
-        if value is not None and not stored.is_number(value):
-            return _not(f"{where}.usage.{key}", value, "a number")
+        return stored.wrong(f"{where}.usage", usage, "an object")
+    count = stored.bad_usage_count(usage or {})
+    if count is not None:
+        return stored.wrong(f"{where}.usage.{count}", usage[count], "a number")
     errors = reply.get("argument_errors")
     if errors is not None and not isinstance(errors, dict):
-        return _not(f"{where}.argument_errors", errors, "an object")
+        return stored.wrong(f"{where}.argument_errors", errors, "an object")
     for key, value in (errors or {}).items():
         if not isinstance(value, str):
-            return _not(f"{where}.argument_errors.{key}", value, "text")
+            return stored.wrong(f"{where}.argument_errors.{key}", value, "text")
     return None
 
 
 def _interactions_problem(items: Any, where: str) -> str | None:
     if not isinstance(items, list):
-        return _not(where, items, "a list of interactions")
+        return stored.wrong(where, items, "a list of interactions")
     for i, item in enumerate(items):
         at = f"{where}[{i}]"
         if not isinstance(item, dict):
-            return _not(at, item, "an interaction object")
+            return stored.wrong(at, item, "an interaction object")
         if not isinstance(item.get("request"), dict):
-            return _not(f"{at}.request", item.get("request"), "an object")
+            return stored.wrong(f"{at}.request", item.get("request"), "an object")
         problem = reply_problem(item.get("reply"), f"{at}.reply")
         if problem is not None:
             return problem
@@ -207,7 +199,7 @@ def cassette_problem(data: Any) -> str | None:
         return f"not a version {CASSETTE_VERSION} cassette"
     runs = data.get("runs")
     if not isinstance(runs, list):
-        return _not("'runs'", runs, "a list of lists of interactions")
+        return stored.wrong("'runs'", runs, "a list of lists of interactions")
     for i, run in enumerate(runs):
         problem = _interactions_problem(run, f"runs[{i}]")
         if problem is not None:
@@ -218,10 +210,10 @@ def cassette_problem(data: Any) -> str | None:
             return problem
     capabilities = data.get("capabilities")
     if capabilities is not None and not isinstance(capabilities, dict):
-        return _not("capabilities", capabilities, "an object")
+        return stored.wrong("capabilities", capabilities, "an object")
     for key, value in (capabilities or {}).items():
         if not isinstance(value, bool):
-            return _not(f"capabilities.{key}", value, "true or false")
+            return stored.wrong(f"capabilities.{key}", value, "true or false")
     return None
 
 

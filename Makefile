@@ -3,13 +3,15 @@
 # `make test` builds .venv-test from requirements-dev.lock (every extra: memory with torch, mcp, serve, ray, otel,
 # dev). Both locks are hash-checked and hold only releases PyPI serves. Each venv first gets the pip of
 # requirements-pip.lock (venv's own pip 23.2 mis-resolves extras under --require-hashes), then ThinkFlow itself.
+# pip keeps no cache (--no-cache-dir): PyPI's torch brings its CUDA libraries (the test venv is 8.2 GB, .venv 1.8 GB),
+# and a cached copy of every wheel would add several GB to the ~13 GB a fresh machine needs free (measured for .ci/run).
 PYTHON   ?= python3.11
 VENV     ?= .venv
 TEST_VENV ?= .venv-test
 BIN      := $(VENV)/bin
 TEST_BIN := $(TEST_VENV)/bin
 TASK     ?= Which product has the highest total sales? Chart sales by product.
-PIP_INSTALL = python -m pip install --quiet --disable-pip-version-check
+PIP_INSTALL = python -m pip install --quiet --disable-pip-version-check --no-cache-dir
 
 .PHONY: setup setup-test run test bench fuzz lock clean
 

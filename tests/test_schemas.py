@@ -205,3 +205,41 @@ def test_the_agent_schema_refuses_a_timeout_too_long_for_a_timer_with_line_and_h
     assert [str(i) for i in validate(d.data, "agent", file="t.yaml", marks=d.marks)] == [
         "t.yaml:3:17: loop.timeout: must be at most 604800, got 10000000000 "
         "(a timeout is at most one week (604800 s))"]
+
+
+# --- URLs -------------------------------------------------------------------------------------------------------------
+# A URL LiteLLM, the HTTP tool or the MCP client is given without http:// or https:// fails only at run time
+# ("HTTP 500: Connection error" for model.api_base), so the schemas refuse it.
+
+URL_FIELDS = [
+    ("agent", lambda v: {"version": 1, "name": "a", "model": {"name": "openai/x", "api_base": v}}, "model.api_base",
+     "an api_base"),
+    ("test", lambda v: {"version": 1, "agent": "a", "judge": {"model": "openai/j", "api_base": v},
+                        "cases": [{"name": "c", "task": "t"}]}, "judge.api_base", "an api_base"),
+    ("tool", lambda v: {"version": 1, "name": "t", "description": "T.", "kind": "http", "request": {"url": v},
+                        "parameters": {"type": "object"}},
+     "request.url", "a URL"),
+    ("tool", lambda v: {"version": 1, "name": "t", "description": "T.", "kind": "mcp", "url": v}, "url", "a URL"),
+]
+
+
+def _has_web_scheme(text: str, any_case: bool) -> bool:
+    scheme, sep, _ = text.partition("://")
+    return bool(sep) and (scheme.lower() if any_case else scheme) in ("http", "https")
+
+
+@settings(max_examples=300, deadline=None)
+@given(field=st.sampled_from(URL_FIELDS),
+       value=st.one_of(st.text(min_size=1), st.builds(
+           lambda prefix, rest: prefix + rest,
+           st.sampled_from(["http://", "https://", "HTTP://", "hTtPs://", "ftp://", "http:/", "https//", "http:",
+                            " http://", "127.0.0.1:", "localhost:", "unix://", "ws://", "httpx://"]),
+           st.text())))
+def test_a_url_field_passes_exactly_when_it_starts_with_http_or_https(field, value):
+    """Every api_base that passes has LiteLLM's http:// or https:// scheme (any case); tool URLs lower case only.
+    Anything else is refused with one issue saying so, at that path."""
+    kind, make, path, what = field
+    issues = validate(make(value), kind)
+    passes = _has_web_scheme(value, any_case=what == "an api_base")
+    expected = [] if passes else [(path, f"{what} must start with http:// or https://, got '{value}'")]
+    assert [(i.path, i.message) for i in issues] == expected

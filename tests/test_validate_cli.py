@@ -244,3 +244,68 @@ def test_run_refuses_an_agent_with_an_integer_too_long_for_python(tmp_path):
     assert result.exit_code != 0
     assert f"{agent}:3:19: loop.max_steps: integer has more than 4300 digits" in result.output
     assert "Traceback" not in result.output
+
+
+# --- URLs: an api_base or a tool's URL without http:// or https:// ---------------------------------------------------
+
+SCHEME = "an api_base must start with http:// or https://"
+API_BASE_HINT = "write the whole URL: http://host:port for Ollama, http://host:port/v1 for an OpenAI-compatible server"
+
+
+def test_an_api_base_without_a_scheme_is_a_file_line_issue(tmp_path, monkeypatch):
+    """model.api_base: 127.0.0.1:1/v1 passed validate, then every run failed with 'HTTP 500: Connection error'."""
+    write(tmp_path / "agents.d" / "a.yaml", "version: 1\nname: a\nmodel:\n  name: openai/x\n"
+                                            "  api_base: 127.0.0.1:1/v1\n")
+    write(tmp_path / "agents.d" / "ok.yaml", "version: 1\nname: ok\nmodel: {name: openai/x, api_base: "
+                                             "'HTTPS://example.com/v1'}\n")
+    write(tmp_path / "agents.d" / "d.yaml", "version: 1\nname: d\nmodel: {name: ollama_chat/q, api_base: "
+                                            "'${TF_TEST_OLLAMA_HOST:-localhost:11434}'}\n")
+    write(tmp_path / "agents.d" / "c.test.yaml", "version: 1\nagent: ok\njudge: {model: openai/j, api_base: "
+                                                 "'localhost:8000'}\ncases:\n  - {name: c, task: hi}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TF_TEST_OLLAMA_HOST", raising=False)
+    result = invoke("validate", "agents.d")
+    assert (result.exit_code, result.output.splitlines()) == (1, [
+        f"agents.d/a.yaml:5:13: model.api_base: {SCHEME}, got '127.0.0.1:1/v1' ({API_BASE_HINT})",
+        f"agents.d/c.test.yaml:3:36: judge.api_base: {SCHEME}, got 'localhost:8000' ({API_BASE_HINT})",
+        f"agents.d/d.yaml:3:40: model.api_base: {SCHEME}, got 'localhost:11434' ({API_BASE_HINT})",
+        "3 of 4 files invalid, 3 issues"])
+    report = json.loads(invoke("validate", "--format", "json", "agents.d/a.yaml").output)
+    assert [(i["line"], i["column"], i["path"], i["message"]) for i in report["issues"]] == [
+        (5, 13, "model.api_base", f"{SCHEME}, got '127.0.0.1:1/v1'")]
+
+
+def test_an_api_base_from_the_environment_is_checked_once_resolved(tmp_path, monkeypatch):
+    """A value taken from the environment is checked (and redacted); a ${VAR} left unset is only the unset issue."""
+    write(tmp_path / "a.yaml", "version: 1\nname: a\nmodel: {name: ollama_chat/q, api_base: '${TF_TEST_OLLAMA_HOST}'}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TF_TEST_OLLAMA_HOST", raising=False)
+    allowed = invoke("validate", "--allow-missing-env", "a.yaml")
+    assert (allowed.exit_code, allowed.output.splitlines()[-1]) == (0, "1 file valid, 1 warning")
+    monkeypatch.setenv("TF_TEST_OLLAMA_HOST", "127.0.0.1:11434")
+    refused = invoke("validate", "a.yaml")
+    assert (refused.exit_code, refused.output.splitlines()) == (1, [
+        f"a.yaml:3:40: model.api_base: {SCHEME}, got '***' ({API_BASE_HINT})", "1 of 1 file invalid, 1 issue"])
+    monkeypatch.setenv("TF_TEST_OLLAMA_HOST", "http://127.0.0.1:11434")
+    assert invoke("validate", "a.yaml").output == "1 file valid\n"
+
+
+def test_run_refuses_an_api_base_without_a_scheme_before_calling_the_model(tmp_path):
+    agent = write(tmp_path / "a.yaml", "version: 1\nname: a\nmodel: {name: openai/x, api_base: '127.0.0.1:1/v1'}\n")
+    result = CliRunner().invoke(run, [str(agent), "hi"], prog_name="thinkflow-run", catch_exceptions=False)
+    assert result.exit_code != 0
+    assert f"{agent}:3:35: model.api_base: {SCHEME}, got '127.0.0.1:1/v1'" in result.output
+    assert "Connection error" not in result.output
+
+
+@pytest.mark.parametrize("text, place, hint", [
+    ("kind: http\nrequest: {url: 'api.example.com/{q}'}\nparameters: {type: object, properties: {q: {type: string}}}\n",
+     "5:16: request.url", "https://api.example.com/items/{id}"),
+    ("kind: mcp\nurl: 127.0.0.1:8000/mcp\n", "5:6: url", "http://127.0.0.1:8000/mcp"),
+])
+def test_a_tool_url_without_a_scheme_says_what_a_url_needs(tmp_path, text, place, hint):
+    tool = write(tmp_path / "tools.d" / "t.yaml", "version: 1\nname: t\ndescription: T.\n" + text)
+    value = "api.example.com/{q}" if "http" in text else "127.0.0.1:8000/mcp"
+    result = invoke("validate", str(tool))
+    assert (result.exit_code, result.output.splitlines()[0]) == (
+        1, f"{tool}:{place}: a URL must start with http:// or https://, got '{value}' (write the whole URL, e.g. {hint})")

@@ -332,10 +332,11 @@ def _translate(error: Any, file: str, marks: Marks, base: PathKey) -> list[Confi
         if not hint and path[-1:] == ("version",):
             hint = "this runner reads config version 1"
         return [ConfigIssue(file, line, col, where, message, hint)]
-    if validator == "pattern":
+    if validator == "pattern":  # x-message says what the pattern means ("a URL must start with http://")
         line, col = at(path, key=False)
-        return [ConfigIssue(file, line, col, where, f"'{value}' does not match {error.validator_value}",
-                            schema.get("x-hint", ""))]
+        message = (f"{schema['x-message']}, got '{value}'" if "x-message" in schema
+                   else f"'{value}' does not match {error.validator_value}")
+        return [ConfigIssue(file, line, col, where, message, schema.get("x-hint", ""))]
     if validator == "not" and "x-message" in schema:
         line, col = at(path)
         return [ConfigIssue(file, line, col, where, schema["x-message"])]

@@ -375,6 +375,7 @@ ANY_LINE = st.one_of(
     ('{"id": "b", "task": "add 2 and 2", "vars": {"who": -Infinity}}', "-Infinity is not a JSON number"),
     ('{"id": "b", "task": "add 2 and 2", "vars": [1]}', "'vars' is not an object"),
     ('{"id": ["b"], "task": "add 2 and 2"}', "'id' is not a non-empty string or an integer"),
+    ('{"id": "b", "task": "add 2', "not a JSON object: not JSON: Unterminated string starting at column 21"),
 ])
 def test_an_inputs_line_of_another_shape_is_refused_before_anything_runs(cli, tmp_path, openai_server, line, reason):
     inputs = tmp_path / "in.jsonl"

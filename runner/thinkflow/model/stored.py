@@ -111,7 +111,8 @@ def reason(error: ValueError) -> str:
     if isinstance(error, json.JSONDecodeError):
         where = (f"line {error.lineno} column {error.colno}" if "\n" in error.doc[: error.pos]
                  else f"column {error.colno}")
-        return f"not JSON: {error.msg} at {where}"
+        at = "" if error.msg.endswith(" at") else " at"  # "Unterminated string starting at": one "at"
+        return f"not JSON: {error.msg}{at} {where}"
     if isinstance(error, UnicodeDecodeError):
         return f"not UTF-8 text (byte {error.start + 1})"
     return str(error)

@@ -112,3 +112,31 @@ def test_plain_text_over_the_output_limit_is_refused_as_a_template_is():
 def test_a_variable_named_self_does_not_break_rendering():
     """Variables reach Jinja as one dict: a ``self`` var (Template.generate's own parameter name) raised TypeError."""
     assert render("{{ task }}", {"self": "me", "task": "t"}) == "t"
+
+
+# --- variables given from outside the agent file (--var, a batch input's vars, a request's vars) ------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(key=st.one_of(st.sampled_from(sorted(RUNTIME_PROMPT_VARS) + ["company", "who", "Task", "tool"]),
+                     st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,10}", fullmatch=True)),
+       text=st.sampled_from(["{{ company }} for {{ task }}", "Hi {{ agent_name }}, {{ who }}.", "plain"]))
+def test_a_given_variable_is_refused_exactly_when_the_prompt_does_not_take_it(key, text):
+    """A name the runner sets is always refused as such (never "the prompt has no variable 'task'"); any other
+    name passes exactly when the prompt reads or declares it."""
+    from thinkflow.prompting.templates import check_prompt_vars, prompt_var_checker
+
+    prompt = PromptSpec(text=text, vars={"who": "x"} if "who" in text else {})
+    problem = prompt_var_checker(prompt, task_from="the input's 'task'")(key)
+    if key in RUNTIME_PROMPT_VARS:
+        assert problem.startswith(f"'{key}' is set by the runner (")
+        assert problem.endswith("pass the task as the input's 'task'" if key == "task" else "")
+    else:
+        assert (problem == "") == (key in template_variables(text) | set(prompt.vars))
+        assert problem == "" or problem.startswith(f"the agent's prompt (prompt.text) has no variable '{key}'")
+    if problem:
+        with pytest.raises(PromptError) as info:
+            check_prompt_vars(prompt, [key])
+        assert str(info.value).startswith(f"--var {key}: ")
+    else:
+        check_prompt_vars(prompt, [key])

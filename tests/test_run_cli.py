@@ -83,6 +83,23 @@ def test_a_var_the_prompt_does_not_use_is_a_config_error(cli, tmp_path, openai_s
     assert openai_server.requests == []
 
 
+RUNNER_SET = [
+    ("task", "'task' is set by the runner (the run's task): pass the task as the command's argument"),
+    ("tools", "'tools' is set by the runner (the tools the model may call): the agent's tools list decides it"),
+    ("memories", "'memories' is set by the runner (the memories recalled for the task): memory.long_term recalls them"),
+    ("agent_name", "'agent_name' is set by the runner (the agent's name): it is the agent's name"),
+]
+
+
+@pytest.mark.parametrize("name, says", RUNNER_SET, ids=[r[0] for r in RUNNER_SET])
+def test_a_var_the_runner_sets_says_so(cli, tmp_path, openai_server, name, says):
+    """--var task=X said "the agent's prompt has no variable 'task'; it uses who": misleading, the runner sets it."""
+    result = cli.invoke(main, ["run", str(agent_yaml(tmp_path, openai_server)), "x", "--var", f"{name}=X"])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.strip() == f"--var {name}: {says}"
+    assert openai_server.requests == []
+
+
 def test_an_unwritable_trace_dir_or_an_empty_model_is_a_usage_error(cli, tmp_path, openai_server):
     (tmp_path / "afile").write_text("x")
     agent = str(agent_yaml(tmp_path, openai_server))

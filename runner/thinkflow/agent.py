@@ -77,15 +77,17 @@ def agent_secrets(spec: AgentSpec, model: ModelSpec | None = None) -> tuple[str,
     return tuple(dict.fromkeys(v for v in values if v))
 
 
-def with_prompt_vars(spec: AgentSpec, prompt_vars: dict[str, Any] | None) -> AgentSpec:
+def with_prompt_vars(spec: AgentSpec, prompt_vars: dict[str, Any] | None, *,
+                     task_from: str = "the command's argument") -> AgentSpec:
     """``spec`` with ``prompt_vars`` merged over ``prompt.vars`` (the ``--var key=value`` options).
 
     Raises:
-        PromptError: a key the agent's prompt does not use (see :func:`thinkflow.prompting.templates.check_prompt_vars`).
+        PromptError: a key the agent's prompt does not use, or one the runner sets (``task``: the message says to
+            give the task as ``task_from``; see :func:`thinkflow.prompting.templates.check_prompt_vars`).
     """
     if not prompt_vars:
         return spec
-    check_prompt_vars(spec.prompt, prompt_vars)
+    check_prompt_vars(spec.prompt, prompt_vars, task_from=task_from)
     given = {k: valid_unicode(v) if isinstance(v, str) else v for k, v in prompt_vars.items()}  # argv's bad bytes
     prompt = dataclasses.replace(spec.prompt, vars={**spec.prompt.vars, **given})
     return dataclasses.replace(spec, prompt=prompt)

@@ -20,16 +20,16 @@ from __future__ import annotations
 import contextvars
 import sys
 from functools import cache, lru_cache
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from thinkflow.errors import PromptError
 from thinkflow.text import did_you_mean
-from thinkflow.config.prompt_vars import RUNTIME_PROMPT_VARS, TEMPLATE_NAME, syntax_error, template_variables, \
-    use_renderer
+from thinkflow.config.prompt_vars import RUNTIME_PROMPT_VAR_MEANINGS, RUNTIME_PROMPT_VARS, TEMPLATE_NAME, \
+    syntax_error, template_variables, use_renderer
 from thinkflow.config.spec import PromptSpec
 
-__all__ = ["RUNTIME_PROMPT_VARS", "check_prompt_vars", "environment", "render", "render_agent_prompt",
-           "prompt_variables", "render_builtin", "template_variables"]
+__all__ = ["RUNTIME_PROMPT_VARS", "check_prompt_vars", "environment", "prompt_var_checker", "render",
+           "render_agent_prompt", "prompt_variables", "render_builtin", "template_variables"]
 
 _NAME = TEMPLATE_NAME
 
@@ -140,23 +140,53 @@ def prompt_variables(prompt: PromptSpec) -> set[str]:
     return (template_variables(source, name=name) | set(prompt.vars)) - RUNTIME_PROMPT_VARS
 
 
-def check_prompt_vars(prompt: PromptSpec, names: Any) -> None:
-    """Check that every name in ``names`` (the ``--var key=value`` keys) is a variable of the agent's prompt:
-    declared under ``prompt.vars`` or read by the template (:func:`template_variables`; a variable read only by an
-    included template must be declared under ``prompt.vars``).
+RUNNER_SET_FIXES = {"tools": "the agent's tools list decides it", "memories": "memory.long_term recalls them",
+                    "agent_name": "it is the agent's name"}
+"""What decides each runner-set variable but ``task`` (whose fix names where the task is given), for messages."""
+
+
+def prompt_var_checker(prompt: PromptSpec, *, task_from: str = "the command's argument") -> Callable[[str], str]:
+    """A function giving what is wrong with passing the template variable ``key`` to the agent from outside its
+    file (``--var``, a batch input's ``vars``, a request's ``vars``), or ``""`` when the prompt uses it (declared
+    under ``prompt.vars`` or read by the template).
+
+    A name of :data:`RUNTIME_PROMPT_VARS` is set by the runner, whose value would replace the one given: the
+    problem says so, and that the task is given as ``task_from``. Any other name the prompt does not use gets
+    the variables it does use and a did-you-mean.
 
     Raises:
-        PromptError: a name the prompt does not use, with the variables it does use (and a did-you-mean), or the
-            template cannot be read or parsed.
+        PromptError: the template cannot be read or parsed.
     """
     known = prompt_variables(prompt)
     name = _agent_template(prompt)[1]
+    uses = f"it uses {', '.join(sorted(known))}" if known else "it uses no variables"
+
+    def problem(key: str) -> str:
+        if key in RUNTIME_PROMPT_VARS:
+            fix = f"pass the task as {task_from}" if key == "task" else RUNNER_SET_FIXES[key]
+            return f"{key!r} is set by the runner ({RUNTIME_PROMPT_VAR_MEANINGS[key]}): {fix}"
+        if key in known:
+            return ""
+        hint = did_you_mean(key, sorted(known))
+        return f"the agent's prompt ({name}) has no variable {key!r}; {uses}" + (f" ({hint})" if hint else "")
+
+    return problem
+
+
+def check_prompt_vars(prompt: PromptSpec, names: Any, *, task_from: str = "the command's argument") -> None:
+    """Check that every name in ``names`` (the ``--var key=value`` keys) is a variable of the agent's prompt:
+    declared under ``prompt.vars`` or read by the template (:func:`template_variables`; a variable read only by an
+    included template must be declared under ``prompt.vars``), and not one the runner sets (``task``, ...).
+
+    Raises:
+        PromptError: ``--var <name>: <problem>`` for the first name :func:`prompt_var_checker` finds a problem
+            with (``task_from`` says where the task is given), or the template cannot be read or parsed.
+    """
+    problem = prompt_var_checker(prompt, task_from=task_from)
     for key in names:
-        if key not in known:
-            uses = f"it uses {', '.join(sorted(known))}" if known else "it uses no variables"
-            hint = did_you_mean(key, sorted(known))
-            raise PromptError(f"--var {key}: the agent's prompt ({name}) has no variable {key!r}; {uses}"
-                              + (f" ({hint})" if hint else ""))
+        found = problem(key)
+        if found:
+            raise PromptError(f"--var {key}: {found}")
 
 
 def _template_line(tb: Any) -> int:

@@ -479,6 +479,28 @@ def test_from_trace_skips_lines_that_are_no_events_and_names_them(project, opena
     assert_replays_the_adds_run(case, out, openai_server)
 
 
+def test_from_trace_skips_a_torn_line_and_names_it(project, openai_server):
+    """A torn line (not JSON: an earlier run's crash, appended to later) in the middle of the trace refused it
+    ("not a trace line"); now the test is made of the other lines and the torn one is named on stderr."""
+    from thinkflow.agent import build
+    from thinkflow.config.loader import load_agent
+    from thinkflow.run.loop import run
+
+    agent_path = write_agent(project, openai_server)
+    script_adds(openai_server)
+    result = run(build(load_agent(agent_path)), "What is 2 + 3?", trace_dir=project / "runs")
+    trace = project / "runs" / f"{result.run_id}.jsonl"
+    lines = trace.read_text(encoding="utf-8").split("\n")
+    trace.write_text("\n".join([lines[0], '{"type": "model_replied", "step": 1, "te', *lines[1:]]), encoding="utf-8")
+    out = project / "tests.d" / "torn.test.yaml"
+    made = CliRunner().invoke(main, ["test", "--from-trace", result.run_id, "--trace-dir", str(project / "runs"),
+                                     "--agent", str(agent_path), "--out", str(out)])
+    assert made.exit_code == 0, made.output
+    assert made.stderr == f"{trace}: skipped line 2: not JSON: Unterminated string starting at column 38\n"
+    (case,) = load_test_file(out).cases
+    assert_replays_the_adds_run(case, out, openai_server)
+
+
 # --- the response cache ------------------------------------------------------------------------------------------
 
 def test_cache_answers_the_second_identical_run_and_the_trace_marks_the_hit(project, openai_server, fresh_cache):

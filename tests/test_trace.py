@@ -60,11 +60,43 @@ def test_reader_skips_a_cut_off_last_line(tmp_path):
     assert read_trace(path) == [{"type": "run_started", "run_id": "x"}]
 
 
-def test_reader_rejects_a_broken_middle_line(tmp_path):
+def test_reader_skips_a_torn_middle_line_and_lists_it(tmp_path):
+    """A line that is not JSON between events (a crash tore it, a later run appended to the file) is skipped and
+    listed with its number; the events around it are read. It refused the whole trace."""
+    from thinkflow.run.trace import SkippedLine, read_trace_lines
+
     path = tmp_path / "t.jsonl"
-    path.write_text('{"type": "a"}\nnot json\n{"type": "b"}\n', encoding="utf-8")
-    with pytest.raises(TraceError, match=r"t.jsonl:2: not a trace line"):
+    path.write_text('{"type": "a"}\nnot json\n{"type": "b"}\n{"type": "c", "x": "cut\n{"type": "d"}\n',
+                    encoding="utf-8")
+    events, skipped = read_trace_lines(path)
+    assert events == [{"type": "a"}, {"type": "b"}, {"type": "d"}]
+    assert skipped == [SkippedLine(2, "not JSON: Expecting value at column 1"),
+                       SkippedLine(4, "not JSON: Unterminated string starting at column 20")]
+
+
+@pytest.mark.parametrize("text", ["date,region,sales\n2026-01-01,north,3\n2026-01-02,south,4\n",
+                                  "# notes\n\nnot a trace at all\n{\"type\": \"x\"\n",
+                                  '"a string"\nnot json\n[1]\n'])
+def test_reader_refuses_a_file_that_is_no_trace_at_all(tmp_path, text):
+    """No line is an event and some line is not JSON: not a trace (a CSV or text file), refused as before."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(TraceError, match=r"t.jsonl is not a trace: no line is a trace event, and line \d+ is not "
+                                         r"JSON \(not JSON: "):
         read_trace(path)
+
+
+def test_reader_reads_a_trace_that_starts_with_a_byte_order_mark(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"type": "run_started", "run_id": "x"}\n{"type": "warning", "message": "m"}\n')
+    from thinkflow.run.trace import read_trace_lines
+
+    assert read_trace_lines(path) == ([{"type": "run_started", "run_id": "x"}, {"type": "warning", "message": "m"}],
+                                      [])
+    path.write_bytes(b'{"type": "run_started", "run_id": "x"}\r\n{"type": "w\rarning"}\r\n{"type": "warning"}\r\n')
+    events, skipped = read_trace_lines(path)  # CRLF line ends read as JSON space; a lone \r cuts no line
+    assert events == [{"type": "run_started", "run_id": "x"}, {"type": "warning"}]
+    assert [line.number for line in skipped] == [2]
 
 
 def test_missing_trace(tmp_path):
@@ -476,11 +508,14 @@ def test_a_line_cut_by_a_full_disk_does_not_take_the_next_lines_with_it(tmp_path
     assert [e["message"] for e in read_trace(path)] == ["before", "after", "the trace is incomplete"]
 
 
-def test_a_cut_line_without_the_runs_warning_is_still_refused(tmp_path):
+def test_a_cut_line_without_the_runs_warning_is_skipped_and_listed(tmp_path):
+    from thinkflow.run.trace import SkippedLine, read_trace_lines
+
     path = tmp_path / "r.jsonl"
     path.write_text('{"type": "warning", "message": "a"}\n{"type": "warn\n{"type": "warning", "message": "b"}\n')
-    with pytest.raises(TraceError, match=r"r.jsonl:2: not a trace line"):
-        read_trace(path)
+    events, skipped = read_trace_lines(path)
+    assert [e["message"] for e in events] == ["a", "b"]
+    assert skipped == [SkippedLine(2, "not JSON: Unterminated string starting at column 10")]
 
 
 @settings(max_examples=150, deadline=None)
@@ -663,6 +698,52 @@ def test_trace_show_json_and_list_skip_a_line_of_the_wrong_shape(tmp_path, bad_l
     assert listed.exit_code == 0, listed.output
     row = next(line for line in listed.output.splitlines() if "20240101-100000-aaaaaa" in line)
     assert [cell.strip() for cell in row.split("│")[2:6]] == ["bot", "completed", "1", "30"]
+
+
+TORN = [
+    ('{"type": "tool_returned", "name": "t", "status": "o', "not JSON: Unterminated string starting at column 50"),
+    ("Traceback (most recent call last):", "not JSON: Expecting value at column 1"),
+    ('{"type": "warning", "message": "x"}{"type": "warn', "not JSON: Extra data at column 36"),
+]
+
+
+@pytest.mark.parametrize("torn, reason", TORN, ids=[r for _, r in TORN])
+def test_trace_show_last_list_and_report_skip_a_torn_line_with_a_note(tmp_path, torn, reason):
+    """A torn line (not JSON) in the middle of a trace, with no trace_write warning to explain it, refused the
+    whole trace in show, last, --json, --html and list ("unreadable"). Now it is skipped with a note naming
+    file:line, like a line of the wrong shape, and the rest is shown."""
+    path = tmp_path / "20240101-100000-aaaaaa.jsonl"
+    _around(path, torn)
+    runner = CliRunner()
+    for args in (["show", str(path)], ["last", "--trace-dir", str(tmp_path)]):
+        result = runner.invoke(main, ["trace", *args], env={"COLUMNS": "400"})  # the note on one line
+        assert result.exit_code == 0, result.output
+        assert f"{path}: skipped line 3: {reason}\n" in result.output
+        out = " ".join(result.output.split())
+        assert "warning: before the bad line" in out and "warning: after the bad line" in out
+        assert "completed · 1 step · 0 tool calls · 30 tokens · 1.5 s" in out
+    raw = runner.invoke(main, ["trace", "show", str(path), "--json"])
+    assert raw.exit_code == 0, raw.output
+    assert [json.loads(line)["type"] for line in raw.stdout.splitlines()] == [
+        "run_started", "warning", "warning", "run_finished"]
+    assert raw.stderr == f"{path}: skipped line 3: {reason}\n"
+    report = tmp_path / "report.html"
+    html = runner.invoke(main, ["trace", "show", str(path), "--html", str(report)])
+    assert html.exit_code == 0, html.output
+    assert html.stderr == f"{path}: skipped line 3: {reason}\n"
+    assert "after the bad line" in report.read_text(encoding="utf-8")
+    listed = runner.invoke(main, ["trace", "list", "--trace-dir", str(tmp_path)])
+    row = next(line for line in listed.output.splitlines() if "20240101-100000-aaaaaa" in line)
+    assert [cell.strip() for cell in row.split("│")[2:6]] == ["bot", "completed", "1", "30"]
+
+
+def test_trace_show_refuses_a_file_that_is_no_trace(tmp_path):
+    path = tmp_path / "sales.jsonl"
+    path.write_text("date,region,sales\n2026-01-01,north,3\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["trace", "show", str(path)])
+    assert result.exit_code == 1, result.output
+    assert (f"{path} is not a trace: no line is a trace event, and line 1 is not JSON (not JSON: Expecting value "
+            "at column 1)") in " ".join(result.output.split())
 
 
 def test_trace_list_names_a_run_whose_first_line_is_not_an_event(tmp_path):

@@ -222,3 +222,39 @@ def test_the_renderer_shows_any_fields_without_the_reader(events, full):
     render_trace(events, console, full=full)
     shown = console.file.getvalue()
     assert shown.count("warning: ") >= sum(1 for e in events if isinstance(e, dict) and e.get("type") == "warning")
+
+
+def _not_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:  # JSONDecodeError, and an integer too long for Python's own decoder
+        return True
+    except RecursionError:
+        return False
+    return False
+
+
+TORN_LINE = st.one_of(
+    st.tuples(EVENT_LIKE | EVENT_TYPED, st.integers(1, 400)).map(lambda v: json.dumps(v[0])[:v[1]]),
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), min_size=1, max_size=40),
+).filter(lambda text: text.strip() and _not_json(text))
+"""A line that is not JSON: an event's line cut at any character (a crash mid-write), or any text."""
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(torn=st.lists(TORN_LINE, min_size=1, max_size=4), data=st.data())
+def test_torn_lines_among_events_are_skipped_and_listed_by_number(tmp_path_factory, torn, data):
+    """Torn lines (not JSON) anywhere but last, among good events: every good event is read, in order, and each
+    torn line is listed with its own line number and why."""
+    from thinkflow.run.trace import read_trace_lines
+
+    good = [json.dumps(e.to_dict()) for e in GOOD_BEFORE + GOOD_AFTER]
+    lines = list(good)
+    for text in torn:
+        lines.insert(data.draw(st.integers(0, len(lines) - 1)), text)  # never after the last good line
+    path = tmp_path_factory.mktemp("t") / "r.jsonl"
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    events, skipped = read_trace_lines(path)
+    assert [json.dumps(e) for e in events] == good
+    assert [s.number for s in skipped] == [n for n, line in enumerate(lines, 1) if line not in good]
+    assert all(s.reason.startswith("not JSON: ") for s in skipped)

@@ -5,9 +5,10 @@ directory). Each line is an event's ``to_dict()`` (see :mod:`thinkflow.run.event
 keys, at any depth -- scrubbed of the run's secrets. Lines are flushed before each wait (fsynced after close, in
 the background: see :meth:`TraceWriter.close`), so a crash keeps every finished step; a reader skips a last line
 cut off mid-write. A trace file is read back as data that anyone may have edited: a line that is JSON but no event
-(a list, a string, ``{"type": "warning", "message": 5}``, nested too deep, ``NaN``) is skipped and listed, never
-handed to a renderer (:func:`read_trace_lines`, :func:`event_problem`). Trace files are private (mode 0600): they
-hold the whole conversation and every observation, as session files do.
+(a list, a string, ``{"type": "warning", "message": 5}``, nested too deep, ``NaN``), or a torn line in the middle
+that is not JSON at all, is skipped and listed, never handed to a renderer (:func:`read_trace_lines`,
+:func:`event_problem`). Trace files are private (mode 0600): they hold the whole conversation and every
+observation, as session files do.
 
 A trace stays linear in the run's length: a ``model_request`` line does not repeat the conversation. Every message
 is written once, the first time a request holds it, and numbered in the order of the file (0, 1, 2, ...); a request
@@ -246,8 +247,9 @@ atexit.register(wait_for_syncs)
 
 @dataclass(frozen=True)
 class SkippedLine:
-    """A line of a trace that is JSON but no event the readers can use (:func:`event_problem`), or a number or a
-    nesting the bounded decoder refuses (:mod:`thinkflow.model.stored`): ``number`` (1-based) and ``reason``."""
+    """A line of a trace that is JSON but no event the readers can use (:func:`event_problem`), a number or a
+    nesting the bounded decoder refuses (:mod:`thinkflow.model.stored`), or a torn line that is not JSON at all:
+    ``number`` (1-based) and ``reason``."""
 
     number: int
     reason: str
@@ -262,17 +264,20 @@ def read_trace_lines(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]]
     Lines are split at ``\\n`` only (JSON writes every other line break inside a string as an escape, or as the
     character itself: U+2028, U+0085, ...). Each line is decoded with the bounded decoder
     (:func:`thinkflow.model.stored.loads`: at most :data:`~thinkflow.model.stored.MAX_DEPTH` levels, no ``NaN`` or
-    ``Infinity``) and must be an event (:func:`event_problem`); a line that is not is skipped and listed. A last
-    line cut off mid-write is skipped (not listed), and so is a line a failed write cut short (a full disk) when
-    the run said so: its ``trace_write`` warning is in the trace.
+    ``Infinity``) and must be an event (:func:`event_problem`); a line that is not is skipped and listed. A line
+    before the last that is not JSON at all (torn: a crash cut it, and a later run appended to the file) is
+    skipped and listed too ("not JSON: ..."), unless the run said why (a failed write cut it short, a full disk:
+    its ``trace_write`` warning is in the trace), and then it is skipped unlisted, as is a last line cut off
+    mid-write. A UTF-8 byte order mark before the first line is read as none.
 
     Raises:
-        TraceError: the file is missing, or a line before the last is not JSON and no ``trace_write`` warning
-            explains it.
+        TraceError: the file is missing, or it is no trace at all: some line is not JSON and no line is an event
+            (a text file, a CSV file).
     """
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+        # bytes decoded, not read_text: its universal newlines would also cut at a \r (a torn line's numbering)
+        lines = path.read_bytes().decode("utf-8-sig", errors="replace").split("\n")
     except OSError as error:
         raise TraceError(f"cannot read the trace {path}: {error.strerror or error}") from error
     if lines[-1] == "":
@@ -300,9 +305,13 @@ def read_trace_lines(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]]
             skipped.append(SkippedLine(number, problem))
         else:
             events.append(value)
-    if damaged and not any(event["type"] == "warning" and event.get("code") == "trace_write" for event in events):
+    if damaged and not events:
         number, error = damaged[0]
-        raise TraceError(f"{path}:{number}: not a trace line: {error.msg}") from error
+        raise TraceError(f"{path} is not a trace: no line is a trace event, and line {number} is not JSON "
+                         f"({stored.reason(error)})") from error
+    if damaged and not any(event["type"] == "warning" and event.get("code") == "trace_write" for event in events):
+        skipped.extend(SkippedLine(number, stored.reason(error)) for number, error in damaged)
+        skipped.sort(key=lambda line: line.number)
     return events, skipped
 
 

@@ -543,3 +543,104 @@ def test_a_second_batch_on_the_same_results_file_is_refused_while_the_first_runs
     assert done.exit_code == 0, done.output
     again = cli.invoke(main, ["batch", str(agent), str(inputs), "-o", str(out), "-q"])  # the lock was given back
     assert again.exit_code == 0 and len(out.read_text(encoding="utf-8").splitlines()) == 1
+
+
+# --- inputs a run would refuse: vars the prompt does not take, session names ------------------------------------------
+
+WHO_ONLY = "it uses who"
+
+
+def test_inputs_whose_vars_or_session_a_run_would_refuse_are_refused_before_anything_runs(cli, tmp_path,
+                                                                                           openai_server):
+    """Such an input became an 'error' result at run time, after the inputs before it had run (and cost)."""
+    openai_server.responder = adder
+    inputs = write_jsonl(tmp_path / "in.jsonl", [
+        {"id": "a", "task": "add 1 and 1", "vars": {"who": "Ada"}, "session": "s-1"},
+        {"id": "b", "task": "add 2 and 2", "vars": {"woh": "Ada"}},
+        {"id": "c", "task": "add 3 and 3", "vars": {"task": "add 9 and 9", "who": "Bob"}},
+        {"id": "d", "task": "add 4 and 4", "session": "../../etc/x"},
+        {"id": "e", "task": "add 5 and 5", "vars": {"agent_name": "x"}, "session": ".hidden"},
+    ])
+    out = tmp_path / "out.jsonl"
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o", str(out), "-q"])
+    assert result.exit_code == 3, result.output
+    session_rule = "use letters, digits, '.', '_' and '-' (up to 128 characters, starting with a letter or digit)"
+    assert result.output.splitlines() == [
+        f"{inputs}: 4 invalid inputs",
+        f"{inputs}:2:1: vars.woh: the agent's prompt (prompt.text) has no variable 'woh'; {WHO_ONLY} "
+        "(did you mean 'who'?)",
+        f"{inputs}:3:1: vars.task: 'task' is set by the runner (the run's task): pass the task as the input's 'task'",
+        f"{inputs}:4:1: session: invalid session name '../../etc/x': {session_rule}",
+        f"{inputs}:5:1: vars.agent_name: 'agent_name' is set by the runner (the agent's name): it is the agent's name",
+        f"{inputs}:5:1: session: invalid session name '.hidden': {session_rule}",
+    ]
+    assert not out.exists() and openai_server.requests == []
+
+
+def test_a_csv_session_column_is_checked_and_unused_columns_still_pass(cli, tmp_path, openai_server):
+    inputs = tmp_path / "in.csv"
+    inputs.write_text("task,who,note,session\nadd 1 and 1,Ada,x,ok\nadd 2 and 2,Bob,y,a/b\n", encoding="utf-8")
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o",
+                               str(tmp_path / "out.jsonl"), "-q"])
+    assert result.exit_code == 3, result.output
+    assert result.output.splitlines()[:2] == [f"{inputs}: 1 invalid input",
+                                              f"{inputs}:3:1: session: invalid session name 'a/b': use letters, "
+                                              "digits, '.', '_' and '-' (up to 128 characters, starting with a "
+                                              "letter or digit)"]
+    assert openai_server.requests == []
+
+
+@pytest.mark.parametrize("var, says", [
+    ("task=add 1 and 1", "--var task: 'task' is set by the runner (the run's task): pass the task as each input's "
+                         "'task'"),
+    ("woh=Ada", f"--var woh: the agent's prompt (prompt.text) has no variable 'woh'; {WHO_ONLY} (did you mean 'who'?)"),
+])
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_a_var_option_the_prompt_does_not_take_is_refused_before_anything_runs(cli, tmp_path, openai_server, var,
+                                                                               says, suffix):
+    """A JSONL batch made one error result per input; a CSV batch dropped the value without a word."""
+    inputs = tmp_path / f"in{suffix}"
+    inputs.write_text('{"id": "a", "task": "add 1 and 1"}\n' if suffix == ".jsonl" else "task\nadd 1 and 1\n",
+                      encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o", str(out),
+                               "--var", var, "-q"])
+    assert (result.exit_code, result.output.strip()) == (3, says)
+    assert not out.exists() and openai_server.requests == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(items=st.lists(st.tuples(
+    st.dictionaries(st.one_of(st.sampled_from(["who", "woh", "task", "tools", "memories", "agent_name", "Who"]),
+                              st.text(max_size=6)), st.just("v"), max_size=3),
+    st.one_of(st.none(), st.sampled_from(["s1", "a.b-c_d", "..", "-x", ".x", "a/b", "", "x" * 129, "x" * 128]),
+              st.text(max_size=10)),
+    st.booleans()), min_size=1, max_size=5))
+def test_inputs_pass_the_checks_exactly_when_their_runs_would_take_their_vars_and_session(items):
+    """An input passes exactly when building its run takes its vars and opening its session takes its name; each
+    one that does not is named at its own line."""
+    from thinkflow.agent import with_prompt_vars
+    from thinkflow.batch.input_checks import input_issues
+    from thinkflow.batch.inputs import BatchInput
+    from thinkflow.config.spec import AgentSpec, PromptSpec
+    from thinkflow.errors import PromptError, SessionError
+    from thinkflow.run.session import Session
+
+    spec = AgentSpec(name="adder", prompt=PromptSpec(text="You add numbers for {{ who }}.", vars={"who": "nobody"}))
+    inputs = [BatchInput(str(n), "add 1 and 1", variables, session, n, only_used_vars=csv)
+              for n, (variables, session, csv) in enumerate(items, start=1)]
+    issues = input_issues(Path("in.jsonl"), inputs, spec.prompt)
+
+    def run_would_refuse(item: BatchInput) -> bool:
+        try:
+            if not item.only_used_vars:  # a CSV row passes on only the columns the prompt uses
+                with_prompt_vars(spec, item.vars)
+            if item.session is not None:
+                Session(spec.name, item.session)
+        except (PromptError, SessionError):
+            return True
+        return False
+
+    assert {i.line for i in issues} == {item.line for item in inputs if run_would_refuse(item)}
+    assert [i.line for i in issues] == sorted(i.line for i in issues)
+    assert all(i.file == "in.jsonl" and i.column == 1 and i.path.startswith(("vars.", "session")) for i in issues)

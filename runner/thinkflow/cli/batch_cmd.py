@@ -84,12 +84,14 @@ def batch(agent_file: Path, inputs_file: Path, output: Path, task_template: str 
     """
     from rich.console import Console
 
+    from thinkflow.batch.input_checks import check_inputs
     from thinkflow.batch.inputs import read_inputs
     from thinkflow.batch.results import ResultLog
     from thinkflow.batch.runner import LocalPool, default_concurrency
     from thinkflow.batch.worker import RunSettings
     from thinkflow.config.loader import load_agent
-    from thinkflow.errors import BatchError, ModelError, SpecError
+    from thinkflow.errors import BatchError, ModelError, PromptError, SpecError
+    from thinkflow.prompting.templates import check_prompt_vars
 
     err = Console(stderr=True)
     if model is not None and not model.strip():
@@ -107,11 +109,15 @@ def batch(agent_file: Path, inputs_file: Path, output: Path, task_template: str 
     try:
         spec = load_agent(agent_file)
         inputs = read_inputs(inputs_file, task_template=task_template)
+        check_prompt_vars(spec.prompt, extra_vars, task_from="each input's 'task'")
+        check_inputs(inputs_file, inputs, spec.prompt)  # what each run would refuse: vars, session names
         log = ResultLog(output)
     except SpecError as error:
         _fail(err, EXIT_CONFIG, f"{agent_file}: {len(error.issues)} issue(s)", [str(i) for i in error.issues])
     except BatchError as error:
         _fail(err, EXIT_CONFIG, str(error).splitlines()[0], [str(i) for i in error.issues])
+    except PromptError as error:
+        _fail(err, EXIT_CONFIG, str(error))
     from rich.markup import escape
 
     for note in log.notes:  # what opening the results file repaired (a line a killed batch cut short)

@@ -737,6 +737,53 @@ def test_trace_show_last_list_and_report_skip_a_torn_line_with_a_note(tmp_path, 
     assert [cell.strip() for cell in row.split("│")[2:6]] == ["bot", "completed", "1", "30"]
 
 
+BIG = 123456789012345678901234567891  # 30 digits: a float keeps 17 of them
+
+
+def test_trace_show_and_the_report_print_token_counts_exactly(tmp_path):
+    """Counts went through a float: 30 digits printed as 123,456,789,012,345,677,877,719,597,056 (trace show) and a
+    float count as 1e+29 (the report). Now an integer prints as it is, a float as its integer part."""
+    path = tmp_path / "20240101-100000-aaaaaa.jsonl"
+    usage = {"prompt_tokens": BIG, "completion_tokens": 1e29, "total_tokens": BIG + 10 ** 29}
+    lines = [ev.RunStarted(run_id="r", agent="bot", task="count", model="m", style="native").to_dict(),
+             ev.ModelRequest(step=1, style="native", messages=[]).to_dict(),
+             {**ev.ModelReplied(step=1, text="done", latency_s=0.5).to_dict(), "usage": usage},
+             {**ev.RunFinished(run_id="r", status="completed", answer="done", duration_s=1.5).to_dict(),
+              "steps": BIG, "tool_calls": 10 ** 29, "usage": usage}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    shown = CliRunner().invoke(main, ["trace", "show", str(path)], env={"COLUMNS": "300"})
+    assert shown.exit_code == 0, shown.output
+    assert "reply · 0.5 s · 223,456,789,012,345,678,901,234,567,891 tokens" in shown.output
+    assert ("completed · 123456789012345678901234567891 steps · 100000000000000000000000000000 tool calls · "
+            "223,456,789,012,345,678,901,234,567,891 tokens · 1.5 s") in shown.output
+    report = tmp_path / "r.html"
+    assert CliRunner().invoke(main, ["trace", "show", str(path), "--html", str(report)]).exit_code == 0
+    page = report.read_text(encoding="utf-8")
+    assert "123,456,789,012,345,678,901,234,567,891 in / 99,999,999,999,999,991,433,150,857,216 out tokens" in page
+    assert "e+29" not in page
+
+
+@settings(max_examples=200, deadline=None)
+@given(count=st.integers(-(10 ** 600), 10 ** 600) | st.integers(), seconds=st.floats(0, 1e6))
+def test_every_integer_count_is_printed_exactly(count, seconds):
+    """Whatever its size, a token, step or tool-call count a trace holds is printed digit for digit."""
+    from rich.console import Console
+
+    from thinkflow.cli.render import counted, format_usage
+    from thinkflow.cli.trace_render import render_trace
+    from thinkflow.run.report import render_report
+
+    assert format_usage({"total_tokens": count}) == f"{count:,} tokens"
+    console = Console(file=io.StringIO(), width=100_000)
+    render_trace([{"type": "run_finished", "status": "completed", "steps": count, "tool_calls": count,
+                   "usage": {"total_tokens": count}, "duration_s": seconds}], console)
+    assert (f"· {counted(count, 'step')} · {counted(count, 'tool call')} · {count:,} tokens ·"
+            in console.file.getvalue())
+    page = render_report([{"type": "run_started", "run_id": "r"},
+                          {"type": "run_finished", "status": "completed", "usage": {"prompt_tokens": count}}])
+    assert f"{count:,} in / 0 out tokens" in page
+
+
 def test_trace_show_refuses_a_file_that_is_no_trace(tmp_path):
     path = tmp_path / "sales.jsonl"
     path.write_text("date,region,sales\n2026-01-01,north,3\n", encoding="utf-8")
@@ -800,7 +847,8 @@ def test_render_trace_shows_fields_of_any_type_as_text():
     assert "reply · 0.0 s · 0 tokens" in out and "unusable reply: 7" in out
     assert "←  3 · 0.00 s" in out and '["o"]' in out
     assert '  4 › (step ) warning: [2]' in out
-    assert '["done"] · 0 steps · 0 tool calls · 0 tokens · 0.0 s' in out
+    expected = f'["done"] · 0 steps · 0 tool calls · {10 ** 400:,} tokens · 0.0 s'  # a count exact at any size
+    assert "".join(expected.split()) in "".join(out.split())  # (the long number wrapped)
 
 
 def test_a_line_break_json_keeps_inside_a_string_does_not_cut_the_line(tmp_path):

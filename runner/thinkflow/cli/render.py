@@ -22,6 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from thinkflow.model.stored import as_count
 from thinkflow.redaction import Redactor
 from thinkflow.text import clip
 
@@ -85,9 +86,10 @@ def as_number(value: Any) -> float:
 
 
 def format_usage(usage: dict[str, Any] | None) -> str:
-    """``"1,234 tokens · $0.0012"`` (cost left out when unknown; counts that are no numbers read as 0)."""
+    """``"1,234 tokens · $0.0012"`` (cost left out when unknown; the count exact, whatever its size; counts that are
+    no numbers read as 0)."""
     usage = usage if isinstance(usage, dict) else {}
-    text = f"{int(as_number(usage.get('total_tokens'))):,} tokens"
+    text = f"{as_count(usage.get('total_tokens')):,} tokens"
     cost = as_number(usage.get("cost_usd"))
     if cost:
         text += f" · ${cost:.4f}"
@@ -128,7 +130,7 @@ def subagent_line(event: dict[str, Any]) -> str | None:
     if kind == "run_finished":
         status = as_text(event.get("status"))
         return (f"[{STATUS_STYLE.get(status, 'yellow')}]{escape(status)}[/] · "
-                f"{counted(int(as_number(event.get('steps'))), 'step')} · {format_usage(event.get('usage'))}")
+                f"{counted(as_count(event.get('steps')), 'step')} · {format_usage(event.get('usage'))}")
     return None
 
 

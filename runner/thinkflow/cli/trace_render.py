@@ -13,6 +13,7 @@ from rich.table import Table
 
 from thinkflow.cli.render import (STATUS_STYLE, THOUGHT_CHARS, as_number, as_text, counted, format_arguments,
                                   format_usage, shorten, subagent_line, subagent_prefix)
+from thinkflow.model.stored import as_count
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -35,7 +36,8 @@ def render_trace(events: Iterable[dict[str, Any]], console: Console, *, full: bo
     the outcome. ``full`` also prints the exact messages sent and the raw replies. Control characters in the
     trace's text are neutralised (:func:`without_control`). Events are as :func:`thinkflow.run.trace.read_trace`
     returns them, but nothing here relies on it: every value is shown as escaped text (:func:`as_text`), every
-    number formatted is a finite float (:func:`as_number`), and an event that is no object is passed over."""
+    duration formatted is a finite float (:func:`as_number`), every count an exact integer
+    (:func:`~thinkflow.model.stored.as_count`), and an event that is no object is passed over."""
     for e in (without_control(e) for e in events):
         if not isinstance(e, dict):
             continue
@@ -108,7 +110,7 @@ def render_trace(events: Iterable[dict[str, Any]], console: Console, *, full: bo
             console.print(f"\n[bold]plan step {text('index')}: {text('instruction')}[/]")
         elif kind == "plan_revised":
             console.print(f"[bold]plan revision {text('revision')}[/] [dim]{text('reason')}[/]")
-            _print_plan(console, e.get("steps"), int(as_number(e.get("start"))) or 1)
+            _print_plan(console, e.get("steps"), as_count(e.get("start")) or 1)
         elif kind == "subagent_event":
             line = subagent_line(_dict(e.get("event")))
             if line is not None:
@@ -117,8 +119,8 @@ def render_trace(events: Iterable[dict[str, Any]], console: Console, *, full: bo
             status = as_text(e.get("status"))
             color = STATUS_STYLE.get(status, "yellow")
             console.print(
-                f"\n[{color}]{escape(status)}[/] · {counted(int(as_number(e.get('steps'))), 'step')} · "
-                f"{counted(int(as_number(e.get('tool_calls'))), 'tool call')} · "
+                f"\n[{color}]{escape(status)}[/] · {counted(as_count(e.get('steps')), 'step')} · "
+                f"{counted(as_count(e.get('tool_calls')), 'tool call')} · "
                 f"{format_usage(e.get('usage'))} · {as_number(e.get('duration_s')):.1f} s"
             )
             if e.get("error"):

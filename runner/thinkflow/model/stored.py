@@ -91,6 +91,19 @@ def is_number(value: Any) -> bool:
         return False
 
 
+def as_count(value: Any) -> int:
+    """A stored count (tokens, steps, tool calls) as an integer to print: an int exactly as it is (never through a
+    float, which prints 30 digits with the last ones wrong, or as ``1e+29``), a finite float cut to its integer
+    part, anything else (text, null, true, NaN, an infinity) as 0."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    return 0
+
+
 def split_lines(text: str) -> list[str]:
     """The lines of JSONL ``text``, cut at ``\\n`` only (a ``\\r`` before it stays: JSON reads it as space), without
     the empty string after a last newline. Line ``n`` (1-based) of the file is ``split_lines(text)[n - 1]``."""

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any, Iterable
 
+from thinkflow.model import stored
+
 MAX_TEXT = 20_000  #: characters of one text shown (the trace keeps the whole)
 
 
@@ -87,7 +89,8 @@ def _pre(value: Any) -> str:
 
 def _usage_text(usage: dict[str, Any] | None) -> str:
     usage = usage or {}
-    parts = [f"{usage.get('prompt_tokens') or 0:,} in / {usage.get('completion_tokens') or 0:,} out tokens"]
+    parts = [f"{stored.as_count(usage.get('prompt_tokens')):,} in / "
+             f"{stored.as_count(usage.get('completion_tokens')):,} out tokens"]
     if usage.get("cost_usd") is not None:
         parts.append(f"${usage['cost_usd']:.5f}")
     return " · ".join(parts)

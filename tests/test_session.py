@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
+from json_strategies import TEXT
 from scripted_servers import text as text_reply
 
 from thinkflow.errors import SessionError
@@ -88,6 +90,35 @@ def test_corrupt_file_moved_aside(content, tmp_path):
     assert not s.path.exists()
     s.append(Turn("fresh", "start"))
     assert [t.task for t in Session("a", "s", root=tmp_path).load()] == ["fresh"]
+
+
+def test_a_session_file_starting_with_a_byte_order_mark_is_read(tmp_path):
+    """An editor that saves "UTF-8 with BOM" put U+FEFF before the JSON: the session was moved aside as corrupt
+    and started afresh. Now it is read, and the next write keeps every turn (without the mark)."""
+    s = Session("a", "s", root=tmp_path)
+    s.append(Turn("What is 2+2?", "4", run_id="r1"))
+    s.path.write_bytes(b"\xef\xbb\xbf" + s.path.read_bytes())
+    again = Session("a", "s", root=tmp_path)
+    assert [(t.task, t.answer) for t in again.load()] == [("What is 2+2?", "4")]
+    assert again.warnings == [] and list(s.path.parent.glob("s.corrupt-*")) == []
+    again.append(Turn("And 3+3?", "6", run_id="r2"))
+    assert not s.path.read_bytes().startswith(b"\xef\xbb\xbf")
+    assert [t.task for t in Session("a", "s", root=tmp_path).load()] == ["What is 2+2?", "And 3+3?"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(turns=st.lists(st.tuples(TEXT, TEXT), max_size=4), indent=st.none() | st.integers(0, 2))
+def test_a_byte_order_mark_changes_nothing_a_session_reads(tmp_path_factory, turns, indent):
+    """Any session file reads the same with a BOM before it as without: the same turns, no warning."""
+    root = tmp_path_factory.mktemp("s")
+    data = {"version": 1, "agent": "a", "name": "s", "created": 1.0, "updated": 2.0,
+            "turns": [{"id": str(n), "task": task, "answer": answer} for n, (task, answer) in enumerate(turns)]}
+    path = Session("a", "s", root=root).path
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(data, indent=indent, ensure_ascii=False).encode("utf-8"))
+    s = Session("a", "s", root=root)
+    assert [(t.id, t.task, t.answer) for t in s.load()] == [(str(n), t, a) for n, (t, a) in enumerate(turns)]
+    assert s.warnings == [] and s.created == 1.0
 
 
 @pytest.mark.parametrize("content, why", [

@@ -22,7 +22,8 @@ Safety:
   reported as a warning naming both files; the session then starts empty. That holds for any file that is not
   one: not UTF-8, not JSON, JSON of another shape, a number JSON cannot carry (``NaN``) or nesting deeper than
   :data:`thinkflow.model.stored.MAX_DEPTH` levels (the bounded decoder, :func:`thinkflow.model.stored.loads`:
-  never a ``RecursionError``). Nothing is lost: the file is renamed, never overwritten.
+  never a ``RecursionError``). Nothing is lost: the file is renamed, never overwritten. A UTF-8 byte order mark
+  at the start (an editor that saves "UTF-8 with BOM") is read as none, not as corruption.
 """
 
 from __future__ import annotations
@@ -182,7 +183,8 @@ class Session:
         except OSError as error:
             raise SessionError(f"cannot read session {self.path}: {error.strerror or error}") from error
         try:
-            data = stored.loads(raw.decode("utf-8"))  # NestingError, JSONDecodeError: ValueErrors
+            # a BOM (an editor's UTF-8 with signature) is read as none; NestingError, JSONDecodeError: ValueErrors
+            data = stored.loads(raw.decode("utf-8-sig"))
             if not isinstance(data, dict) or not isinstance(data.get("turns"), list):
                 raise ValueError("not a session object with a 'turns' list")
             turns = [Turn.from_dict(t) for t in data["turns"]]

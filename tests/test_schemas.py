@@ -243,3 +243,63 @@ def test_a_url_field_passes_exactly_when_it_starts_with_http_or_https(field, val
     passes = _has_web_scheme(value, any_case=what == "an api_base")
     expected = [] if passes else [(path, f"{what} must start with http:// or https://, got '{value}'")]
     assert [(i.path, i.message) for i in issues] == expected
+
+
+# --- numbers in exponent form YAML 1.1 reads as strings (1e10) -------------------------------------------------------
+
+
+@st.composite
+def exponent_texts(draw):
+    """Numbers in exponent form, as JSON and YAML 1.2 read them; YAML 1.1 reads most of them as strings."""
+    whole = draw(st.from_regex(r"[0-9]{0,4}", fullmatch=True))
+    dot = draw(st.booleans()) or not whole
+    fraction = draw(st.from_regex(r"[0-9]{0,4}" if whole else r"[0-9]{1,4}", fullmatch=True)) if dot else ""
+    return (draw(st.sampled_from(["", "-", "+"])) + whole + ("." if dot else "") + fraction
+            + draw(st.sampled_from("eE")) + draw(st.sampled_from(["", "-", "+"]))
+            + draw(st.from_regex(r"[0-9]{1,2}", fullmatch=True)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=exponent_texts())
+def test_a_number_yaml_reads_as_a_string_gets_a_hint_whose_writing_yaml_reads_as_that_number(text):
+    """The hint's writing of the number is read by YAML as the same number: a float where a number is expected, an
+    integer where an integer is (when it is whole)."""
+    import re
+    from fractions import Fraction
+
+    import yaml
+
+    d = doc(f"version: 1\nname: a\nmodel: {{name: openai/x, temperature: {text}}}\nloop: {{max_steps: {text}}}\n")
+    read = d.data["model"]["temperature"]
+    issues = {i.path: i for i in validate(d.data, "agent", file="t.yaml", marks=d.marks)}
+    if not isinstance(read, str):  # YAML 1.1 read it as a number (a dot and a signed exponent): nothing to hint
+        assert all(i.hint == "" or "YAML reads" not in i.hint for i in issues.values())
+        return
+    for path, integer in (("model.temperature", False), ("loop.max_steps", True)):
+        issue = issues[path]
+        assert issue.message == f"expected {'an integer' if integer else 'a number'}, got a string"
+        match = re.fullmatch(rf"YAML reads {re.escape(text)} as a string; write (\S+)", issue.hint)
+        assert match, issue.hint
+        written = yaml.safe_load(match[1])
+        assert isinstance(written, (int, float)) and not isinstance(written, bool)
+        assert written == float(text)
+        if isinstance(written, int):
+            assert integer and Fraction(text) == written
+        if integer and Fraction(text).denominator == 1 and abs(Fraction(text)) < 10**18:
+            assert isinstance(written, int)
+
+
+@pytest.mark.parametrize("text, kind, hint", [
+    ("1e10", "number", "write 1.0e+10"),
+    ("1e10", "integer", "write 10000000000"),
+    ("-2.5E3", "number", "write -2.5E+3"),
+    (".5e-3", "number", "write 0.5e-3"),
+    ("1500e-2", "integer", "write 15"),
+    ("15e-1", "integer", "write 15.0e-1"),  # not whole: the float, which the schema then refuses
+    ("1e999999999999999999999", "integer", "write 1.0e+999999999999999999999"),
+])
+def test_the_exponent_hint_writes_the_number_as_yaml_reads_it(text, kind, hint):
+    from thinkflow.config.schemas import exponent_hint
+
+    assert exponent_hint(text, text, integer=kind == "integer") == f"YAML reads {text} as a string; {hint}"
+    assert exponent_hint(text, "other", integer=False) == "" and exponent_hint(None, text) == ""

@@ -309,3 +309,22 @@ def test_a_tool_url_without_a_scheme_says_what_a_url_needs(tmp_path, text, place
     result = invoke("validate", str(tool))
     assert (result.exit_code, result.output.splitlines()[0]) == (
         1, f"{tool}:{place}: a URL must start with http:// or https://, got '{value}' (write the whole URL, e.g. {hint})")
+
+
+def test_a_number_in_exponent_form_yaml_reads_as_a_string_gets_a_hint(tmp_path, monkeypatch):
+    """YAML 1.1 reads 1e10 (no dot, no sign in the exponent) as a string: 'expected a number, got a string' alone
+    left the reader puzzled by a value that is plainly a number."""
+    write(tmp_path / "agents.d" / "e.yaml", "version: 1\nname: e\nmodel: {name: openai/x, temperature: 5e-1}\n"
+                                            "loop: {timeout: 1e3, max_steps: 1E1}\n")
+    write(tmp_path / "agents.d" / "q.yaml", "version: 1\nname: q\nloop: {timeout: '1e3'}\n")  # quoted: a string
+    monkeypatch.chdir(tmp_path)
+    result = invoke("validate", "agents.d")
+    assert (result.exit_code, result.output.splitlines()) == (1, [
+        "agents.d/e.yaml:3:38: model.temperature: expected a number, got a string "
+        "(YAML reads 5e-1 as a string; write 5.0e-1)",
+        "agents.d/e.yaml:4:17: loop.timeout: expected a number, got a string (YAML reads 1e3 as a string; write "
+        "1.0e+3)",
+        "agents.d/e.yaml:4:33: loop.max_steps: expected an integer, got a string (YAML reads 1E1 as a string; write "
+        "10)",
+        "agents.d/q.yaml:3:17: loop.timeout: expected a number, got a string",
+        "2 of 2 files invalid, 4 issues"])

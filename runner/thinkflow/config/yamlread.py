@@ -6,7 +6,9 @@ then turned into plain dicts, lists and scalars here, so that:
 - every value and every key keeps its 1-based ``(line, column)`` in :class:`Marks`, keyed by its path
   (a tuple of keys and list indexes);
 - a plain scalar that YAML 1.1 resolved to a boolean or a number keeps its original text (``no``, ``1.10``), so an
-  error can say exactly what to quote;
+  error can say exactly what to quote, and so does one that looks like a number in exponent form but YAML 1.1 reads
+  as a string (``1e10``: its floats need a dot and a signed exponent, ``1.0e+10``), so an error can say how to write
+  it;
 - duplicate keys are an error naming both lines, while merge keys (``<<: *defaults``) and overriding a merged key
   stay legal;
 - input is bounded: files over :data:`MAX_BYTES` and documents expanding (through aliases) to more than
@@ -21,6 +23,7 @@ Problems are reported as :class:`thinkflow.errors.ConfigIssue`; nothing here rai
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +46,10 @@ stack of the recursive steps that follow: schema validation, interpolation)."""
 MAX_INT_DIGITS = sys.get_int_max_str_digits() or 4300
 """Most decimal digits of an integer in a document (Python's limit for ``int(text)`` and ``str(int)``; a larger
 integer could not be read, printed in an issue or written as JSON)."""
+
+EXPONENT_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+")
+"""A number in exponent form as JSON and YAML 1.2 read it (``1e10``, ``2.5E3``, ``-1e+5``); YAML 1.1 reads those
+without a dot or without a sign in the exponent as strings."""
 
 PathKey = tuple[Any, ...]
 
@@ -83,7 +90,8 @@ class Marks:
     Attributes:
         values: path -> (line, column) of the value node, 1-based.
         keys: path -> (line, column) of the mapping key that holds the value, 1-based.
-        texts: path -> original text of a plain scalar that YAML read as a boolean or a number.
+        texts: path -> original text of a plain scalar that YAML read as a boolean or a number, or as a string
+            that looks like a number in exponent form (:data:`EXPONENT_NUMBER`: ``1e10``).
     """
 
     values: dict[PathKey, tuple[int, int]] = field(default_factory=dict)
@@ -152,6 +160,8 @@ class _Builder:
     def scalar(self, node: yaml.ScalarNode, path: PathKey) -> Any:
         tag = node.tag
         if tag == _STR:
+            if not node.style and EXPONENT_NUMBER.fullmatch(node.value):  # 1e10: a string to YAML 1.1
+                self.marks.texts[path] = node.value
             return node.value
         if tag == _TIMESTAMP:
             return node.value  # JSON has no dates: keep the text as written

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -165,6 +166,23 @@ GOOD_MEMORY = '{"id": "tea", "content": "Bob drinks green tea.", "metadata": {"k
     ('{"id": "tea", "content": "again"}', "2: \"id\" 'tea' is already used on line 1 (an id names one memory)"),
     ('"just text"', '2: expected a JSON object with "content", got str'),
     ('{"content": ["a"]}', '2: "content" must be a non-empty string'),
+    # Chroma changed these without a word (a float) or refused them with its own message ("Invalid metadata at
+    # index 0", no line): refused up front, naming the line
+    ('{"content": "x", "metadata": {"n": 9223372036854775808}}',
+     '2: "metadata"."n" is an integer of 19 digits, beyond the 64 bits Chroma stores exactly (it would keep a float '
+     'and change the number); write it as a string'),
+    ('{"content": "x", "metadata": {"n": -9223372036854775809}}', '2: "metadata"."n" is an integer of 19 digits'),
+    ('{"content": "x", "metadata": {"time": 123456789012345678901234567890}}',
+     '2: "metadata"."time" is an integer of 30 digits, beyond the 64 bits'),
+    ('{"content": "x", "metadata": {"$and": [{"a": 1}]}}',
+     "2: \"metadata\".\"$and\": Chroma refuses a metadata key that starts with '$' (the mark of its filter "
+     "operators, like $and); rename it"),
+    ('{"content": "x", "metadata": {"#document": "d"}}',
+     "2: \"metadata\".\"#document\": Chroma refuses a metadata key that starts with '#' (the mark of its own "
+     "fields, like #document); rename it"),
+    ('{"content": "x", "metadata": {"": 1}}', '2: "metadata"."": Chroma refuses an empty metadata key; give it a name'),
+    ('{"content": "x", "metadata": {"chroma:document": "d"}}',
+     '2: "metadata"."chroma:document": Chroma reserves this metadata key; rename it'),
 ])
 def test_import_refuses_a_line_of_another_shape_and_stores_nothing(agent, tmp_path, line, message):
     bad = tmp_path / "bad.jsonl"
@@ -174,6 +192,28 @@ def test_import_refuses_a_line_of_another_shape_and_stores_nothing(agent, tmp_pa
     assert f"error: {bad}:{message}" in " ".join(result.output.split())
     listed = run("memory", "list", "--agent", str(agent), "--json")
     assert json.loads(listed.output) == []  # checked before anything was stored
+
+
+@pytest.mark.slow
+def test_import_keeps_64_bit_integers_and_says_which_null_values_it_left_out(agent, tmp_path):
+    """Null metadata values were dropped without a word; now each line with one gets a note. Integers at the 64-bit
+    bounds are stored as they are."""
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in [
+        {"id": "a", "content": "first", "metadata": {"big": 2 ** 63 - 1, "small": -(2 ** 63), "time": 1.0}},
+        {"id": "b", "content": "second", "metadata": {"kind": None, "time": 2.0}},
+        {"id": "c", "content": "third", "metadata": {"time": None, "tag": None, "kind": "x"}},
+    ]), encoding="utf-8")
+    result = run("memory", "import", str(source), "--agent", str(agent))
+    assert result.exit_code == 0, result.output
+    assert " ".join(result.output.split()) == " ".join(
+        f'note: {source}:2: "metadata"."kind" is null: not stored (Chroma keeps no null values) '
+        f'note: {source}:3: "metadata"."time", "metadata"."tag" are null: not stored (Chroma keeps no null values); '
+        "the memory gets the time of the import imported 3 memories into 'notes'".split())
+    rows = {r["id"]: r["metadata"] for r in json.loads(run("memory", "list", "--agent", str(agent), "--json").output)}
+    assert rows["a"] == {"big": 2 ** 63 - 1, "small": -(2 ** 63), "time": 1.0}
+    assert rows["b"] == {"time": 2.0}
+    assert rows["c"]["kind"] == "x" and "tag" not in rows["c"] and rows["c"]["time"] > 1_000_000_000
 
 
 @pytest.mark.slow
@@ -245,3 +285,59 @@ def test_any_json_line_among_good_memories_is_a_memory_or_an_error_naming_it(tmp
         assert meta is None or isinstance(meta, dict) and (meta.get("time") is None or isinstance(meta["time"],
                                                                                                   (int, float)))
         assert mid is None or isinstance(mid, str) and mid
+
+
+METADATA_KEY = st.sampled_from(["", "$and", "$x", "#document", "#embedding", "chroma:document", "a$b", "x#", "time",
+                                "kind", "n"]) | TEXT
+METADATA_VALUE = (st.none() | st.booleans() | st.integers() | st.integers(-(2 ** 80), 2 ** 80)
+                  | st.sampled_from([2 ** 63 - 1, 2 ** 63, -(2 ** 63), -(2 ** 63) - 1])
+                  | st.floats(allow_nan=False, allow_infinity=False) | TEXT | ANY_JSON)
+
+
+@pytest.fixture(scope="module")
+def chroma_collection():
+    import chromadb
+    from chromadb.config import Settings
+
+    client = chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False))
+    return client.get_or_create_collection("props", metadata={"hnsw:space": "cosine"}, embedding_function=None)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(metadata=st.dictionaries(METADATA_KEY, METADATA_VALUE, max_size=4))
+def test_metadata_an_import_accepts_is_stored_by_chroma_unchanged(tmp_path, chroma_collection, metadata):
+    """Whatever the metadata of a line, the import either refuses the line naming it, or Chroma stores what the
+    import hands it unchanged (no refusal of its own, no integer turned into a float), and each null value left out
+    is named in a note."""
+    import uuid
+
+    from thinkflow.errors import MemoryStoreError
+    from thinkflow.memory.jsonl import read_memory_file
+    from thinkflow.memory.records import clean_metadata
+
+    path = tmp_path / "one.jsonl"
+    path.write_text(GOOD_MEMORY + json.dumps({"content": "x", "metadata": metadata}) + "\n", encoding="utf-8")
+    notes: list[str] = []
+    try:
+        items = read_memory_file(path, notes)
+    except MemoryStoreError as error:
+        assert str(error).startswith(f'{path}:2: "metadata"."'), str(error)
+        bad_key = any(k == "" or k[0] in "$#" or k == "chroma:document" for k in metadata)
+        big = any(isinstance(v, int) and not isinstance(v, bool) and not -(2 ** 63) <= v < 2 ** 63
+                  for v in metadata.values())
+        wrong_time = "time" in metadata and metadata["time"] is not None and (
+            isinstance(metadata["time"], bool) or not isinstance(metadata["time"], (int, float)))
+        assert bad_key or big or wrong_time, str(error)
+        return
+    cleaned = clean_metadata(items[1][1]) or {"placeholder": 1}  # Chroma takes no empty metadata
+    mid = uuid.uuid4().hex
+    chroma_collection.upsert(ids=[mid], documents=["x"], metadatas=[cleaned], embeddings=[[0.1, 0.2]])
+    stored = chroma_collection.get(ids=[mid], include=["metadatas"])["metadatas"][0]
+    assert stored.keys() == cleaned.keys() and all(type(stored[k]) is type(v) for k, v in cleaned.items())
+    # every value as it was; a float only within an ulp (Chroma's own rounding of some floats, e.g. 443080.06468156516
+    # read back as 443080.0646815651, is no concern of the import)
+    assert all(stored[k] == v or isinstance(v, float) and math.isclose(stored[k], v, rel_tol=1e-15)
+               for k, v in cleaned.items())
+    nulls = [k for k, v in metadata.items() if v is None]
+    assert len(notes) == (1 if nulls else 0)
+    assert all(f"{json.dumps(k, ensure_ascii=False)}" in notes[0] for k in nulls)

@@ -16,6 +16,8 @@ import click
 
 EXIT_STORE = 1
 EXIT_CONFIG = 2
+MAX_NOTES = 20
+"""Most import notes printed one by one; the rest are counted."""
 
 _agent_option = click.option(
     "--agent",
@@ -209,6 +211,15 @@ def import_cmd(file: Path, agent_path: Path | None) -> None:
         n = store.import_(file)
     except MemoryStoreError as exc:
         _fail(str(exc), EXIT_STORE)
+    from rich.markup import escape
+
+    from thinkflow.redaction import Redactor
+
+    notes = [Redactor.for_run().text(note) for note in store.import_notes]  # keys of the file, as errors are
+    for note in notes[:MAX_NOTES]:
+        _console().print(f"note: {escape(note)}")
+    if len(notes) > MAX_NOTES:
+        _console().print(f"note: {len(notes) - MAX_NOTES} more lines with null metadata values")
     _console().print(f"imported {n} memories into '{store.spec.collection}'")
     deleted = store.deleted_by_retention
     if deleted:

@@ -5,6 +5,12 @@ Lines are cut at ``\\n`` only (an exported memory may hold U+2028 or U+0085 as s
 and each is decoded with the bounded decoder (:func:`thinkflow.model.stored.loads`): a line nested deeper than
 :data:`thinkflow.model.stored.MAX_DEPTH` levels or holding a number JSON cannot carry (``NaN``, ``Infinity``) is a
 bad line, like one of another shape or with a field of the wrong type.
+
+Metadata is checked against what Chroma stores as it is, so a line is refused here, naming it, rather than by
+Chroma ("Invalid metadata at index 0") or changed without a word: a key that is empty or starts with ``$`` or ``#``
+(Chroma refuses them: ``$and`` is a filter operator) or is Chroma's reserved ``chroma:document``, and an integer
+beyond 64 bits (Chroma keeps it as a float, so its last digits change). A ``null`` value is not stored (Chroma keeps
+none): each line with one gets a note.
 """
 
 from __future__ import annotations
@@ -19,6 +25,45 @@ from thinkflow.model import json_limits, stored
 MemoryItem = tuple[str, Mapping[str, Any] | None, str | None]
 """``(content, metadata or None, id or None)``: one memory to store."""
 
+INT64 = range(-(2 ** 63), 2 ** 63)
+"""The integers Chroma stores as integers; any other becomes a float."""
+
+
+_RESERVED_FIRST = {"$": "filter operators, like $and", "#": "own fields, like #document"}
+"""First characters Chroma refuses in a metadata key, and what it keeps them for."""
+
+
+def _where(key: str) -> str:
+    return f'"metadata".{json.dumps(key, ensure_ascii=False)}'
+
+
+def metadata_problem(metadata: Mapping[str, Any]) -> str | None:
+    """Why Chroma would refuse or change ``metadata`` (a memory file's, before it is cleaned), or None: a key it
+    refuses (empty, starting with ``$`` or ``#``, its reserved ``chroma:document``) or an integer beyond 64 bits."""
+    for key, value in metadata.items():
+        if key == "":
+            return f"{_where(key)}: Chroma refuses an empty metadata key; give it a name"
+        if key[0] in _RESERVED_FIRST:
+            return (f"{_where(key)}: Chroma refuses a metadata key that starts with '{key[0]}' (the mark of its "
+                    f"{_RESERVED_FIRST[key[0]]}); rename it")
+        if key == "chroma:document":
+            return f"{_where(key)}: Chroma reserves this metadata key; rename it"
+        if isinstance(value, int) and not isinstance(value, bool) and value not in INT64:
+            return (f"{_where(key)} is an integer of {len(str(abs(value)))} digits, beyond the 64 bits Chroma stores "
+                    "exactly (it would keep a float and change the number); write it as a string")
+    return None
+
+
+def null_note(path: Path, number: int, metadata: Mapping[str, Any]) -> str | None:
+    """The note for a line whose metadata holds ``null`` values (Chroma keeps none: they are not stored), or None."""
+    nulls = [key for key, value in metadata.items() if value is None]
+    if not nulls:
+        return None
+    names = ", ".join(_where(key) for key in nulls)
+    stamped = "; the memory gets the time of the import" if "time" in nulls else ""
+    return (f"{path}:{number}: {names} {'is' if len(nulls) == 1 else 'are'} null: not stored (Chroma keeps no null "
+            f"values){stamped}")
+
 
 def memory_lines(records: list[tuple[str, str, dict[str, Any]]]) -> str:
     """The file's text for ``[(id, content, metadata)]``, one JSON object a line."""
@@ -26,16 +71,22 @@ def memory_lines(records: list[tuple[str, str, dict[str, Any]]]) -> str:
                    for mid, doc, meta in records)
 
 
-def read_memory_file(path: Path) -> list[MemoryItem]:
+def read_memory_file(path: Path, notes: list[str] | None = None) -> list[MemoryItem]:
     """Every memory of the JSONL file at ``path``, in file order (blank lines skipped; a UTF-8 BOM is read as none).
 
+    Args:
+        path: the file.
+        notes: when given, gets a note ("FILE:LINE: ...") for each line whose metadata holds null values, which are
+            not stored.
     Returns:
         ``[(content, metadata or None, id or None)]``: content a non-empty string, metadata an object whose
-        ``time`` (when given and not null) is a number, ids unique within the file.
+        ``time`` (when given and not null) is a number and that Chroma stores as it is (:func:`metadata_problem`),
+        ids unique within the file.
     Raises:
         MemoryStoreError: unreadable file (or not UTF-8), or the first bad line ("FILE:LINE: ..." naming the field
         and what it must be): not JSON, nesting or a number the bounded decoder refuses, not an object, a field
-        of the wrong type, an unknown field, an id used on an earlier line.
+        of the wrong type, an unknown field, a metadata key or integer Chroma refuses or changes, an id used on an
+        earlier line.
     """
     items: list[MemoryItem] = []
     try:
@@ -72,6 +123,9 @@ def read_memory_file(path: Path) -> list[MemoryItem]:
         if when is not None and not stored.is_number(when):
             raise MemoryStoreError(f"{path}:{number}: \"metadata\".\"time\" must be a number (unix seconds) when "
                                    f"given, not {stored.describe(when)}")
+        problem = metadata_problem(meta or {})
+        if problem is not None:
+            raise MemoryStoreError(f"{path}:{number}: {problem}")
         unknown = sorted(set(obj) - {"id", "content", "metadata"})
         if unknown:
             raise MemoryStoreError(f"{path}:{number}: unknown field(s) {', '.join(unknown)} (allowed: id, content, metadata)")
@@ -80,5 +134,8 @@ def read_memory_file(path: Path) -> list[MemoryItem]:
                 raise MemoryStoreError(f"{path}:{number}: \"id\" {mid!r} is already used on line {seen[mid]} "
                                        "(an id names one memory)")
             seen[mid] = number
+        note = null_note(path, number, meta or {})
+        if note is not None and notes is not None:
+            notes.append(note)
         items.append((content, meta, mid))
     return items

@@ -77,6 +77,7 @@ class LongTermMemory:
         self.location = where
         self._reranker = Reranker(spec.recall.reranker) if spec.recall.reranker else None
         self.deleted_by_retention = 0  # how many memories the retention policy deleted after the last write
+        self.import_notes: list[str] = []  # what the last import left out ("FILE:LINE: ... null: not stored")
 
     # ----------------------------------------------------------------------------------------------- opening
     @classmethod
@@ -338,12 +339,16 @@ class LongTermMemory:
         """Read JSONL written by :meth:`export` (``id`` and ``metadata`` optional) and store every line, re-embedded
         with this collection's model; existing ids are overwritten. Nothing is written when any line is bad. The
         retention policy runs after the write, as after any write; :attr:`deleted_by_retention` says how many
-        memories it deleted (imported ones included, when older than ``max_age_days``).
+        memories it deleted (imported ones included, when older than ``max_age_days``), and :attr:`import_notes`
+        names each line whose null metadata values were not stored.
 
         Raises:
-            MemoryStoreError: unreadable file, or a bad line ("FILE:LINE: ...").
+            MemoryStoreError: unreadable file, or a bad line ("FILE:LINE: ...": also a metadata key Chroma refuses
+                or an integer it would change, see :func:`thinkflow.memory.jsonl.metadata_problem`).
         """
-        items = read_memory_file(Path(path))
+        notes: list[str] = []
+        items = read_memory_file(Path(path), notes)
+        self.import_notes = notes
         return len(self._write(items))
 
     # ----------------------------------------------------------------------------------------------- helpers

@@ -7,6 +7,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from hypothesis import given, settings, strategies as st
+from json_strategies import ANY_JSON
 
 from thinkflow.config.spec import HttpRequestSpec, ToolRef, ToolSpec
 from thinkflow.tools import Toolbox
@@ -34,6 +36,11 @@ class Handler(BaseHTTPRequestHandler):
             self._send(502, b"<html><body><h1>502 Bad Gateway</h1>upstream down</body></html>", "text/html")
         elif url.path == "/truncated":
             self._send(200, b'{"items": [1, 2')
+        elif url.path == "/deep":  # {"a": [[[...]]]}, nested ?n= levels deep
+            n = int(parse_qs(url.query)["n"][0])
+            self._send(200, b'{"a": ' + b"[" * n + b"]" * n + b"}")
+        elif url.path == "/nan":
+            self._send(200, b'{"items": [{"name": "alpha", "score": NaN}, {"name": "beta", "score": Infinity}]}')
         elif url.path == "/items":
             self._send(200, json.dumps({"items": [{"name": "alpha"}, {"name": "beta"}]}).encode())
         elif url.path == "/big":
@@ -102,6 +109,67 @@ def test_truncated_json_is_not_valid_json(server):
     assert result.status == "error"
     assert result.text.startswith("response is not valid JSON (")
     assert result.text.endswith('): {"items": [1, 2')
+
+
+@pytest.mark.parametrize("depth", [101, 1500, 5000, 200_000])
+@pytest.mark.parametrize("json_path", [None, "a"])
+def test_json_nested_thousands_deep_is_a_clear_error(server, depth, json_path):
+    """A server's JSON nested thousands of levels deep was a RecursionError observation (from json.loads), with or
+    without response_json_path; now the bounded decoder says how deep it may be."""
+    result = http_tool(f"{server}/deep?n={depth}", response_json_path=json_path).run({})
+    assert (result.status, result.text) == ("error", "response is JSON nested deeper than 100 levels")
+    assert result.data["http_status"] == 200
+
+
+def test_json_nested_thousands_deep_through_the_toolbox(server):
+    tool = http_tool(f"{server}/deep?n=5000")
+    result = Toolbox({"h": tool}, {"h": ToolRef(name="h")}).call("h", {})
+    assert (result.status, result.text) == ("error", "response is JSON nested deeper than 100 levels")
+
+
+def test_json_nested_within_the_bound_is_read(server):
+    result = http_tool(f"{server}/deep?n=99", response_json_path="a").run({})
+    assert (result.status, result.text) == ("ok", "[" * 99 + "]" * 99)
+
+
+def test_nan_a_server_writes_is_read_as_before(server):
+    """NaN and Infinity are no JSON, but servers write them (Python's json.dumps): read as Python reads them."""
+    result = http_tool(server + "/nan", response_json_path="items[1].name").run({})
+    assert (result.status, result.text) == ("ok", "beta")
+    whole = http_tool(server + "/nan").run({})
+    assert whole.status == "ok" and '"score": NaN' in whole.text
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=ANY_JSON, depth=st.integers(0, 120) | st.integers(0, 5000), nan=st.booleans())
+def test_any_json_body_at_any_depth_is_read_or_refused_as_too_deep(value, depth, nan):
+    """A body of any JSON value wrapped in any number of lists (with a NaN beside it or not) is read as Python reads
+    it when it nests at most 100 levels, else a NestingError; never a RecursionError."""
+    from thinkflow.model.json_limits import MAX_DEPTH, NestingError, too_deep
+    from thinkflow.tools.http import json_body
+
+    inner = json.dumps(value)
+    text = "[" * depth + "[" + ("NaN, " if nan else "") + inner + "]" + "]" * depth
+    expected = json.loads(text) if depth < 900 else None
+    if depth + 1 > MAX_DEPTH or (expected is not None and too_deep(expected)):
+        with pytest.raises(NestingError):
+            json_body(text)
+    else:
+        got = json_body(text)
+        assert json.dumps(got) == json.dumps(expected)
+
+
+def test_json_body_decodes_bounded():
+    from thinkflow.model.json_limits import NestingError, NumberError
+    from thinkflow.tools.http import json_body
+
+    assert json_body('{"a": [1, NaN]}')["a"][0] == 1
+    with pytest.raises(NestingError, match="JSON nested deeper than 100 levels"):
+        json_body('{"x": NaN, "a": ' + "[" * 5000 + "]" * 5000 + "}")  # the fallback is bounded too
+    with pytest.raises(NestingError):
+        json_body('{"x": NaN, "a": ' + "[" * 150 + "]" * 150 + "}")
+    with pytest.raises(NumberError, match="an integer of 5000 digits is too long"):
+        json_body('{"n": ' + "9" * 5000 + "}")
 
 
 def test_json_path_selects_part(server):

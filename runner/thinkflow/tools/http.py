@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import quote
 
 from thinkflow.config.spec import HttpRequestSpec, ToolSpec
+from thinkflow.model import json_limits
 from thinkflow.tools.base import ToolResult
 from thinkflow.redaction import redact
 from thinkflow.tools.jsonpath import JsonPathError, select
@@ -305,7 +306,9 @@ class HttpTool:
                                            f"(more than {format_size(limit)})")
                 return finish("ok", _head_only(body, charset, spec.max_output, total, declared))
             try:
-                document = json.loads(text) if text.strip() else None
+                document = json_body(text) if text.strip() else None
+            except json_limits.NestingError as exc:
+                return finish("error", f"response is {exc}")
             except json.JSONDecodeError as exc:
                 snippet, _, _ = cap_text(text, 300)
                 return finish("error", f"response is not valid JSON ({exc.msg} at line {exc.lineno} column "
@@ -320,6 +323,33 @@ class HttpTool:
         if not complete:
             return finish("ok", _head_only(body, charset, spec.max_output, total, declared))
         return finish("ok", text if text.strip() else f"HTTP {response.status_code} (empty response)")
+
+
+def json_body(text: str) -> Any:
+    """The JSON document of a response body, decoded with the bounded decoder
+    (:func:`thinkflow.model.json_limits.loads`): nested deeper than :data:`~thinkflow.model.json_limits.MAX_DEPTH`
+    levels is a :class:`~thinkflow.model.json_limits.NestingError`, never a ``RecursionError``. ``NaN``, ``Infinity``
+    and floats beyond the float range, which JSON has not but servers write (Python's ``json.dumps``), are read as
+    Python reads them, as before, within the same depth bound.
+
+    Raises:
+        json.JSONDecodeError: not JSON (also an integer of more digits than Python turns into a number).
+        thinkflow.model.json_limits.NestingError: nested too deep.
+    """
+    try:
+        return json_limits.loads(text)
+    except json_limits.NumberError as refused:
+        try:
+            value = json.loads(text)
+        except RecursionError:
+            raise json_limits.NestingError() from None
+        except json.JSONDecodeError:
+            raise
+        except ValueError:  # an integer longer than Python reads: the bounded decoder's reason says so
+            raise refused from None
+    if json_limits.too_deep(value):
+        raise json_limits.NestingError()
+    return value
 
 
 def _head_only(body: bytes, charset: str | None, cap: int, total: int, declared: str | None) -> str:

@@ -50,6 +50,22 @@ def test_missing_agent_option(tmp_path):
     assert "missing --agent AGENT.yaml" in result.output
 
 
+@pytest.mark.parametrize("where, message", [
+    ('{"kind": ' + "[" * 5000 + "]" * 5000 + "}", "error: --where is JSON nested deeper than 100 levels"),
+    ('{"$and": ' + "[" * 101 + "]" * 101 + "}", "error: --where is JSON nested deeper than 100 levels"),
+    ('{"score": NaN}', "error: --where is not JSON: NaN is not a JSON number"),
+    ('{"kind": }', "error: --where is not JSON: Expecting value at column 10"),
+])
+def test_search_where_nested_thousands_deep_is_a_clear_error(agent, where, message):
+    """--where nested thousands of levels deep printed a RecursionError traceback (json.loads); now the bounded
+    decoder refuses it with a message, before the store is opened."""
+    result = CliRunner().invoke(main, ["memory", "search", "tea", "--agent", str(agent), "--where", where])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 2, result.output
+    assert " ".join(result.output.split()) == message
+    assert not (agent.parent / "store").exists()
+
+
 @pytest.mark.slow
 def test_import_says_what_the_retention_policy_deleted(tmp_path):
     # the policy runs after every write: an import printed only "imported 1 memories" while it deleted 2 others

@@ -4,6 +4,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings, strategies as st
+from json_strategies import ANY_JSON
 
 from thinkflow.cli import main
 
@@ -111,3 +113,51 @@ def test_a_broken_tools_d_file_is_skipped_with_a_warning_unless_the_tool_may_be_
     listed = CliRunner().invoke(main, ["tools", "list", "--json"])
     assert listed.exit_code == 0
     assert "echo_it" in [row["name"] for row in json.loads(listed.stdout)]
+
+
+DEEP = '{"a": ' + "[" * 5000 + "]" * 5000 + "}"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--json", DEEP], "error: --json is JSON nested deeper than 100 levels"),
+    (["--json", '{"expression": "1", "x": ' + "[" * 150 + "]" * 150 + "}"],
+     "error: --json is JSON nested deeper than 100 levels"),
+    (["--json", '{"expression": NaN}'], "error: --json is not valid JSON: NaN is not a JSON number"),
+    (["--arg", "extra=" + DEEP], "Invalid value for --arg: the value of 'extra' is JSON nested deeper than 100 "
+                                 "levels"),
+])
+def test_call_with_arguments_nested_thousands_deep_is_a_clear_error(project, args, message):
+    """json.loads raised RecursionError (a traceback) for --json and --arg values nested thousands of levels deep;
+    now the bounded decoder refuses them with a usage error saying how deep they may be."""
+    result = CliRunner().invoke(main, ["tools", "call", "calculator", *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+
+
+def test_call_with_arguments_nested_within_the_bound_reaches_the_tool(project):
+    nested = "[" * 99 + "]" * 99
+    result = run("call", "calculator", "--json", '{"expression": "1+1", "x": ' + nested + "}")
+    assert result.exit_code == 1 and "unknown argument 'x'" in result.output  # read, then judged by the toolbox
+    result = run("call", "calculator", "--arg", "expression=1+1", "--arg", "x=" + nested)
+    assert result.exit_code == 1 and "unknown argument 'x'" in result.output
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=ANY_JSON, depth=st.integers(0, 120) | st.integers(0, 5000), how=st.sampled_from(["json", "arg"]))
+def test_any_json_argument_at_any_depth_reaches_the_tool_or_is_refused_as_too_deep(project, value, depth, how):
+    """An argument of any JSON value wrapped in any number of lists, given with --json or --arg: the call runs
+    (the toolbox judges the arguments: exit 0 or 1) when it nests at most 100 levels, else a usage error (exit 2)
+    saying so; never a traceback."""
+    from thinkflow.model.json_limits import MAX_DEPTH, too_deep
+
+    text = "[" * depth + json.dumps(value) + "]" * depth
+    args = (["--json", '{"expression": "1", "x": ' + text + "}"] if how == "json"
+            else ["--arg", "expression=1", "--arg", "x=" + text])
+    result = CliRunner().invoke(main, ["tools", "call", "calculator", *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    levels = depth + (1 if how == "json" else 0)  # --json wraps it in the arguments object
+    if levels > MAX_DEPTH or (depth < 900 and too_deep(json.loads(text), MAX_DEPTH - (levels - depth))):
+        assert result.exit_code == 2 and "JSON nested deeper than 100 levels" in result.output, result.output
+    else:
+        assert result.exit_code in (0, 1), result.output

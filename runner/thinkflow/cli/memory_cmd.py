@@ -132,10 +132,16 @@ def search_cmd(query: str, agent_path: Path | None, k: int | None, min_score: fl
     """Recall the memories most similar to QUERY, best first, with their scores."""
     from thinkflow.errors import MemoryStoreError
 
+    from thinkflow.model import json_limits
+
     filt = None
     if where:
         try:
-            filt = json.loads(where)
+            filt = json_limits.loads(where)  # bounded: deep nesting is an error, never a RecursionError
+        except json_limits.NestingError as exc:
+            _fail(f"--where is {exc}", EXIT_CONFIG)
+        except json_limits.NumberError as exc:
+            _fail(f"--where is not JSON: {exc.msg}", EXIT_CONFIG)
         except json.JSONDecodeError as exc:
             _fail(f"--where is not JSON: {exc.msg} at column {exc.colno}", EXIT_CONFIG)
         if not isinstance(filt, dict):

@@ -145,7 +145,11 @@ def _warn(message: str) -> None:
 
 def parse_arg(pair: str, parameters: dict[str, Any]) -> tuple[str, Any]:
     """``k=v`` -> ``(k, value)``: the text as is for string parameters, else parsed as JSON when it parses
-    (``5`` -> 5, ``true`` -> True, ``[1,2]`` -> list), else the text."""
+    (``5`` -> 5, ``true`` -> True, ``[1,2]`` -> list; with the bounded decoder, so ``NaN`` stays text), else the
+    text. Raises click.BadParameter for a value nested deeper than
+    :data:`~thinkflow.model.json_limits.MAX_DEPTH` levels."""
+    from thinkflow.model import json_limits
+
     if "=" not in pair:
         raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--arg")
     key, _, text = pair.partition("=")
@@ -155,7 +159,9 @@ def parse_arg(pair: str, parameters: dict[str, Any]) -> tuple[str, Any]:
     if kind == "string" or (isinstance(kind, list) and kind[:1] == ["string"]):
         return key, text
     try:
-        return key, json.loads(text)
+        return key, json_limits.loads(text)
+    except json_limits.NestingError as error:
+        raise click.BadParameter(f"the value of {key!r} is {error}", param_hint="--arg") from None
     except json.JSONDecodeError:
         return key, text
 
@@ -237,8 +243,14 @@ def _call_tool(name: str, args: tuple[str, ...], json_args: str | None, agent_pa
     box = _toolbox(agent_path, None if agent_path else [name], workspace or Path.cwd(), approver)
     arguments: Any = {}
     if json_args is not None:
+        from thinkflow.model import json_limits
+
         try:
-            arguments = json.loads(json_args)
+            arguments = json_limits.loads(json_args)
+        except json_limits.NestingError as exc:
+            _fail(f"--json is {exc}")
+        except json_limits.NumberError as exc:
+            _fail(f"--json is not valid JSON: {exc.msg}")
         except json.JSONDecodeError as exc:
             _fail(f"--json is not valid JSON: {exc}")
     if args:

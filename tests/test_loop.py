@@ -1499,6 +1499,47 @@ def test_without_a_run_timeout_a_trickling_server_is_bounded_by_the_model_settin
     assert (after.status, after.answer) == ("completed", "fine")  # nothing left armed or broken
 
 
+@pytest.mark.parametrize("where", ["main thread", "worker thread"])
+def test_a_trickling_request_is_cut_at_the_models_own_timeout_not_at_every_retry_it_could_make(
+        openai_server, tmp_path, where):
+    # num_retries 2 lets a call run 3 x 0.6 s + 2 x 60 s of retry waits; a request that never ends is cut at its own
+    # model.timeout and, a timeout not being retried, the call ends there
+    import dataclasses
+
+    openai_server.push(trickle(every=0.1), text("later"))
+    spec = make_spec(openai_server, tmp_path, timeout=None)
+    spec = dataclasses.replace(spec, model=dataclasses.replace(spec.model, timeout=0.6, num_retries=2))
+    result = run_in(where, spec, tmp_path)
+    assert result.status == "model_error"
+    assert result.error == ("openai/test timed out after 0.6 s "
+                            "(raise model.timeout (seconds) in the agent spec, or use a faster model)")
+    assert 0.5 < result.duration_s < 6
+    assert len(openai_server.requests) == 1  # not retried
+    openai_server.queue.clear()
+    openai_server.push(tool_calls([("calculator", {"expression": "2*3"}, "c1")]), text("fine"))
+    after, _ = go(make_spec(openai_server, tmp_path, timeout=None), "y", tmp_path)
+    assert (after.status, after.answer, after.steps) == ("completed", "fine", 2)  # nothing left armed or broken
+
+
+@pytest.mark.parametrize("where", ["main thread", "worker thread"])
+@pytest.mark.parametrize("loop_timeout", [None, 30.0])
+def test_a_fallback_answers_after_a_trickling_model(openai_server, ollama_server, tmp_path, monkeypatch, where,
+                                                   loop_timeout):
+    # the main model's request is cut at its model.timeout, which leaves the fallback the rest of the call
+    import dataclasses
+
+    monkeypatch.setenv("OLLAMA_API_BASE", ollama_server.url)
+    openai_server.push(trickle(every=0.1))
+    ollama_server.push(text("from the fallback"))
+    spec = make_spec(openai_server, tmp_path, timeout=loop_timeout)
+    spec = dataclasses.replace(spec, model=dataclasses.replace(spec.model, timeout=0.8, num_retries=1,
+                                                               fallbacks=("ollama_chat/backup",)))
+    result = run_in(where, spec, tmp_path)
+    assert (result.status, result.answer) == ("completed", "from the fallback")
+    assert len(openai_server.requests) == 1 and ollama_server.requests[0]["model"] == "backup"
+    assert result.duration_s < 8
+
+
 def test_a_step_makes_no_system_call_for_the_runs_timer(openai_server, tmp_path, monkeypatch):
     import signal
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from thinkflow.errors import AuthenticationError, ModelError, ModelTimeoutError
-from thinkflow.model.deadlines import request_seconds, run_over
+from thinkflow.model.deadlines import bounded_request, request_seconds, run_over
 from thinkflow.model.messages import Message, ModelReply, Usage
 from thinkflow.model.error_map import (MAX_RETRY_AFTER, bare_message, is_provider_error, map_error, retry_delay,
                                        retryable)
@@ -372,7 +372,7 @@ class LiteLLMClient:
             kwargs["tool_choice"] = tool_choice  # the embedded server: see the docstring of complete()
         t0 = time.perf_counter()
         if on_text is None:
-            response = litellm.completion(**kwargs)
+            response = bounded_request(lambda: litellm.completion(**kwargs), timeout)
         else:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
@@ -386,10 +386,13 @@ class LiteLLMClient:
             left = timeout if deadline is None else deadline - time.monotonic()
             if left <= 0:  # LiteLLM's first use (its import) took the rest of the run's time
                 raise run_over(route.name)
-            stream = litellm.completion(**kwargs)
+
+            def streamed_request() -> list:
+                stream = litellm.completion(**kwargs)
+                return read_stream(stream, on_piece, deadline=t0 + min(timeout, left), model=route.name,
+                                   timeout=timeout)
             try:
-                chunks = read_stream(stream, on_piece, deadline=t0 + min(timeout, left), model=route.name,
-                                     timeout=timeout)
+                chunks = bounded_request(streamed_request, timeout)
             except ModelTimeoutError:
                 if left >= timeout:
                     raise

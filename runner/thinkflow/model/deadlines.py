@@ -1,13 +1,19 @@
-"""How a run's deadline bounds one model request: the request's timeout, and the error once the time is up.
+"""How a run's deadline bounds one model request: the request's timeout, the request's own bound, and the error
+once the time is up.
 
-A run's deadline is held exactly by its caller (:func:`thinkflow.run.model_worker.call_model` abandons the call at
-it); the request's own timeout only keeps an abandoned request from living on long after it.
+A run's deadline is held exactly by its caller (:class:`thinkflow.run.model_worker.RunDeadline` abandons the call
+at it); the request's timeout only keeps an abandoned request from living on long after it. httpx's timeout bounds
+each read, not the request, so a server that trickles its reply holds a request as long as it likes: within a run,
+:func:`bounded_request` cuts each request at ``model.timeout`` through the guard the run installs
+(:data:`REQUEST_GUARD`), and the cut is a timeout like any other (not retried; the fallbacks are tried).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from contextvars import ContextVar
+from typing import Any, Callable
 
 from thinkflow.errors import ModelTimeoutError
 
@@ -56,3 +62,26 @@ def run_over(model: str) -> ModelTimeoutError:
     """The error of a request the run's deadline ended (the fix is ``loop.timeout``, not ``model.timeout``)."""
     return ModelTimeoutError(f"{model}: the run's time is up", model=model,
                              hint="raise loop.timeout (seconds) in the agent spec")
+
+
+class RequestCut(TimeoutError):
+    """Raised by a request guard when one request outlived its own bound: a timeout (a provider error that is not
+    retried, :func:`thinkflow.model.error_map.retryable`), reported as "<model> timed out after <timeout> s"."""
+
+
+RequestGuard = Callable[[Callable[[], Any], float], Any]
+"""``guard(request, seconds) -> request()``: run one request for at most ``seconds``; raise :class:`RequestCut`
+when that bound passes first (anything else the request raises propagates)."""
+
+REQUEST_GUARD: ContextVar[RequestGuard | None] = ContextVar("thinkflow_request_guard", default=None)
+"""The guard of the model call under way, set by the run around each call
+(:meth:`thinkflow.run.model_worker.RunDeadline.call`); None outside a run (the request has only httpx's timeouts)."""
+
+
+def bounded_request(request: Callable[[], Any], seconds: float) -> Any:
+    """``request()``, cut after ``seconds`` by the run's guard when a run is making the call (:data:`REQUEST_GUARD`),
+    else called as is.
+
+    Raises RequestCut: the request outlived ``seconds``."""
+    guard = REQUEST_GUARD.get()
+    return request() if guard is None else guard(request, seconds)

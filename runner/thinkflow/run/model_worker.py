@@ -17,16 +17,23 @@ deadline exact and total:
   without ``setitimer``, or a process whose own code owns ``SIGALRM``), the call runs in a
   :class:`thinkflow.workers.WorkerPool` of persistent daemon threads shared by every run of the process, and the
   caller stops waiting at the deadline; an abandoned request dies with the process.
+
+Within the call, each request is bounded by its own ``model.timeout`` too (the guard of
+:data:`thinkflow.model.deadlines.REQUEST_GUARD`): inline, by lowering the timer's bound for the request; in a
+worker, by running the request in a second worker. A request cut there is a timeout the client reports and does
+not retry, and its fallbacks get the rest of the call's time.
 """
 
 from __future__ import annotations
 
+import contextvars
 import math
 import signal
 import threading
 import time
 from typing import Any, Callable
 
+from thinkflow.model.deadlines import REQUEST_GUARD, RequestCut, RequestGuard
 from thinkflow.workers import Job, WorkerPool
 
 _MODEL_CALLS = WorkerPool("thinkflow-model")
@@ -107,6 +114,38 @@ def call_model(fn: Callable[[], Any], timeout: float | None) -> Job:
     return job
 
 
+def _worker_guard(bound: float) -> RequestGuard:
+    """The request guard of a call made in a worker thread (no timer there): each request runs in a second worker
+    and the call's worker waits for it until ``seconds`` from now or ``bound`` (a :func:`time.monotonic` instant,
+    the call's own bound), whichever is first. One more thread hand-off a request, off the main thread only."""
+
+    def guard(request: Callable[[], Any], seconds: float) -> Any:
+        now = time.monotonic()
+        job = model_calls().submit(request)
+        if not job.wait(min(seconds, bound - now)):
+            if time.monotonic() >= bound:
+                raise DeadlinePassed  # the caller has stopped waiting: nothing more is sent
+            raise RequestCut(f"no complete reply within {seconds:g} s")
+        if job.error is not None:
+            raise job.error
+        return job.result
+    return guard
+
+
+def _with_guard(fn: Callable[[], Any], guard: RequestGuard) -> Callable[[], Any]:
+    """``fn`` to be run in a worker thread with ``guard`` as its requests' guard (a context of its own, so the
+    worker keeps no guard after the call)."""
+    def run() -> Any:
+        context = contextvars.Context()
+        return context.run(_guarded_call, fn, guard)
+    return run
+
+
+def _guarded_call(fn: Callable[[], Any], guard: RequestGuard) -> Any:
+    REQUEST_GUARD.set(guard)
+    return fn()
+
+
 def _run_inline(job: Job) -> None:
     """Run ``job`` in this thread, keeping what it returned or raised (Exceptions only: KeyboardInterrupt and
     :class:`DeadlinePassed` propagate)."""
@@ -180,10 +219,14 @@ class RunDeadline:
             the call's :class:`Job`, as :func:`call_model` does: ``done`` False when the bound passed first (the
             call was abandoned, or not started because the bound had already passed).
         """
-        if not self.owned:
-            return call_model(fn, None if until is None else max(until - time.monotonic(), 0.0))
-        job = Job(fn)
         bound = min(self._run_end(), math.inf if until is None else until)
+        if not self.owned:
+            job = call_model(_with_guard(fn, _worker_guard(bound)), None if until is None else
+                             max(until - time.monotonic(), 0.0))
+            # the request's worker may see the bound pass before this thread does: the call was cut all the same
+            return Job(fn) if isinstance(job.error, DeadlinePassed) else job
+        job = Job(fn)
+        guard = REQUEST_GUARD.set(self._request)
         try:
             self._until = bound  # from here the handler raises once the bound has passed
             try:
@@ -195,4 +238,31 @@ class RunDeadline:
                 self._until = math.inf
         except DeadlinePassed:
             pass  # job not done: the bound passed inside the call
+        finally:
+            REQUEST_GUARD.reset(guard)
         return job
+
+    def _request(self, request: Callable[[], Any], seconds: float) -> Any:
+        """The guard of one request of the call under way (:data:`thinkflow.model.deadlines.REQUEST_GUARD`): the
+        call's bound lowered to ``seconds`` from now while ``request()`` runs, then restored. The timer moves only
+        when the request ends before anything armed, so steady requests cost no system call.
+
+        Raises RequestCut: the request's own bound passed (the call's bound has not: the client may try a
+        fallback). DeadlinePassed: the call's bound passed too."""
+        outer = self._until
+        end = time.monotonic() + seconds
+        if not end < outer:
+            return request()
+        self._until = end
+        try:
+            if end < self._expiry:
+                self._arm(end)
+            return request()
+        except DeadlinePassed:
+            if time.monotonic() >= outer:
+                raise
+            if outer < self._expiry:  # the handler disarmed the timer when it raised
+                self._arm(outer)
+            raise RequestCut(f"no complete reply within {seconds:g} s") from None
+        finally:
+            self._until = outer

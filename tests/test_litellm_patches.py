@@ -1,5 +1,6 @@
-"""The start-up shim for LiteLLM's file-id rewrite (thinkflow.model.litellm_patches): a request without files skips
-it (and the import of ``litellm.proxy._types`` it makes); a request with a list content still goes through it."""
+"""The shims for LiteLLM (thinkflow.model.litellm_patches): a request without files skips its file-id rewrite (and the
+import of ``litellm.proxy._types`` it makes), a request with a list content still goes through it; a call no
+callback would hear of skips LiteLLM's success logging, checked against the installed LiteLLM."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from thinkflow.model.litellm_patches import _skipping, holds_file_parts, skip_file_ids_without_files
+from thinkflow.model.litellm_patches import (_skipping, completion, holds_file_parts, logging_unheard,
+                                            skip_file_ids_without_files)
 
 RUNNER = Path(__file__).resolve().parent.parent / "runner"
 
@@ -84,3 +86,81 @@ def test_the_real_litellm_is_wrapped_once_and_skips_its_proxy_import():
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"wrapped": True, "once": True, "same": True, "proxy_types_before": False,
                    "proxy_types_after_a_file": True}
+
+
+# --- success logging ----------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def logging_submits(monkeypatch):
+    """The success-logging jobs LiteLLM hands to its thread pool, counted (and still run)."""
+    from litellm.litellm_core_utils import thread_pool_executor
+
+    submitted = []
+    real = thread_pool_executor.executor.submit
+
+    def submit(fn, *args, **kwargs):
+        submitted.append(getattr(args[0], "__name__", fn) if args else fn)
+        return real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(thread_pool_executor.executor, "submit", submit)
+    return submitted
+
+
+def _ask(litellm, server, **extra):
+    return completion(litellm, model="openai/gpt-4o-mini", api_base=server.url, api_key="sk-test",
+                      messages=[{"role": "user", "content": "hi"}], **extra)
+
+
+def test_a_call_no_callback_hears_of_hands_nothing_to_litellms_logging(openai_server, logging_submits):
+    from scripted_servers import text
+
+    from thinkflow.model.providers import load_litellm
+
+    litellm = load_litellm()
+    assert logging_unheard(litellm)
+    openai_server.push(text("hello", usage=(12, 3)))
+    reply = _ask(litellm, openai_server)
+    assert reply.choices[0].message.content == "hello"
+    assert reply._hidden_params["response_cost"] > 0  # priced all the same (gpt-4o-mini is in the price map)
+    assert logging_submits == []
+    openai_server.push(text("again"))
+    litellm.completion(model="openai/gpt-4o-mini", api_base=openai_server.url, api_key="sk-test",
+                       messages=[{"role": "user", "content": "hi"}])
+    assert len(logging_submits) == 1  # LiteLLM called directly still logs: the flag was set for the call only
+
+
+def test_a_registered_callback_still_hears_of_every_call(openai_server, logging_submits, monkeypatch):
+    import threading
+
+    from scripted_servers import text
+
+    from thinkflow.model.providers import load_litellm
+
+    litellm = load_litellm()
+    heard = threading.Event()
+    monkeypatch.setattr(litellm, "success_callback", [lambda kwargs, response, start, end: heard.set()])
+    assert not logging_unheard(litellm)
+    openai_server.push(text("hello"))
+    assert _ask(litellm, openai_server).choices[0].message.content == "hello"
+    assert heard.wait(10) and len(logging_submits) == 1
+
+
+@pytest.mark.parametrize("setting, value", [("callbacks", ["langfuse"]), ("_async_success_callback", [print]),
+                                            ("max_budget", 1.0)])
+def test_any_callback_or_budget_keeps_the_logging(setting, value, monkeypatch):
+    from thinkflow.model.providers import load_litellm
+
+    litellm = load_litellm()
+    assert logging_unheard(litellm)
+    monkeypatch.setattr(litellm, setting, value)
+    assert not logging_unheard(litellm)
+
+
+def test_a_litellm_without_the_flag_is_called_as_it_is():
+    class Bare:
+        success_callback: list = []
+
+        def completion(self, **kwargs):
+            return ("called", kwargs)
+
+    assert completion(Bare(), model="m") == ("called", {"model": "m"})

@@ -40,6 +40,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from thinkflow.errors import AuthenticationError, ModelError, ModelTimeoutError
 from thinkflow.model.deadlines import bounded_request, request_seconds, run_over
+from thinkflow.model.litellm_patches import completion
 from thinkflow.model.messages import Message, ModelReply, Usage
 from thinkflow.model.error_map import (MAX_RETRY_AFTER, bare_message, is_provider_error, map_error, retry_delay,
                                        retryable)
@@ -372,7 +373,7 @@ class LiteLLMClient:
             kwargs["tool_choice"] = tool_choice  # the embedded server: see the docstring of complete()
         t0 = time.perf_counter()
         if on_text is None:
-            response = bounded_request(lambda: litellm.completion(**kwargs), timeout)
+            response = bounded_request(lambda: completion(litellm, **kwargs), timeout)
         else:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
@@ -388,7 +389,7 @@ class LiteLLMClient:
                 raise run_over(route.name)
 
             def streamed_request() -> list:
-                stream = litellm.completion(**kwargs)
+                stream = completion(litellm, **kwargs)
                 return read_stream(stream, on_piece, deadline=t0 + min(timeout, left), model=route.name,
                                    timeout=timeout)
             try:

@@ -1,4 +1,5 @@
-"""One start-up shim for LiteLLM: its file-id rewrite, skipped for requests that carry no file.
+"""Two shims for LiteLLM: its file-id rewrite skipped for requests that carry no file, and its success logging
+skipped for calls no callback would hear of (:func:`completion`).
 
 Every ``litellm.completion`` call passes the messages through
 ``litellm.litellm_core_utils.prompt_templates.file_id_utils.update_messages_with_model_file_ids``, which maps the
@@ -15,6 +16,7 @@ list content is handed to LiteLLM's function unchanged.
 from __future__ import annotations
 
 import functools
+from contextvars import ContextVar
 from typing import Any, Callable
 
 _NAME = "update_messages_with_model_file_ids"
@@ -55,3 +57,44 @@ def skip_file_ids_without_files(litellm: Any) -> bool:
     if not getattr(original, "thinkflow_skips_without_files", False):
         setattr(main, _NAME, _skipping(original))
     return True
+
+
+_CALLBACK_LISTS = ("success_callback", "_async_success_callback", "callbacks")
+
+
+def logging_unheard(litellm: Any) -> bool:
+    """True when LiteLLM's success logging of a call would reach no one: no success callback is registered
+    (``litellm.success_callback``, ``_async_success_callback``, ``callbacks``: a user's Langfuse, OpenTelemetry or
+    custom logger) and no ``litellm.max_budget`` is set (its spend counter is kept by that logging)."""
+    return not getattr(litellm, "max_budget", None) and not any(getattr(litellm, name, None) for name in
+                                                                 _CALLBACK_LISTS)
+
+
+def _internal_call_flag(litellm: Any) -> ContextVar | None:
+    """LiteLLM's ``is_internal_call`` context variable (``litellm/_internal_context.py``, private), or None when this
+    LiteLLM has none of that type."""
+    context = getattr(litellm, "_internal_context", None)
+    flag = getattr(context, "is_internal_call", None)
+    return flag if isinstance(flag, ContextVar) else None
+
+
+def completion(litellm: Any, **kwargs: Any) -> Any:
+    """``litellm.completion(**kwargs)``, without LiteLLM's success logging when no one would hear of it
+    (:func:`logging_unheard`).
+
+    LiteLLM hands every successful call to a thread pool (``executor.submit(logging_obj.success_handler, ...)`` in
+    ``litellm/utils.py``'s wrapper) that builds the logging payload and prices the call again even when no callback
+    is registered: about 1.5 ms of CPU a call here, which competes with the loop for the interpreter lock
+    (bench/RESULTS.md, the loop). LiteLLM skips that hand-off for its own nested calls, marked by its private
+    ``is_internal_call`` context variable; it is set here for the call only. The reply, its usage and its cost
+    (``_hidden_params["response_cost"]``, set before the hand-off) are the same. A LiteLLM without that variable,
+    or with a callback registered, is called as it is (tests/test_litellm_patches.py checks both against the
+    installed LiteLLM)."""
+    flag = _internal_call_flag(litellm)
+    if flag is None or not logging_unheard(litellm):
+        return litellm.completion(**kwargs)
+    token = flag.set(True)
+    try:
+        return litellm.completion(**kwargs)
+    finally:
+        flag.reset(token)

@@ -82,7 +82,7 @@ def test_reader_refuses_a_file_that_is_no_trace_at_all(tmp_path, text):
     path = tmp_path / "t.jsonl"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(TraceError, match=r"t.jsonl is not a trace: no line is a trace event, and line \d+ is not "
-                                         r"JSON \(not JSON: "):
+                                         r"JSON: (Expecting value|Expecting ',' delimiter) at column \d+$"):
         read_trace(path)
 
 
@@ -789,8 +789,8 @@ def test_trace_show_refuses_a_file_that_is_no_trace(tmp_path):
     path.write_text("date,region,sales\n2026-01-01,north,3\n", encoding="utf-8")
     result = CliRunner().invoke(main, ["trace", "show", str(path)])
     assert result.exit_code == 1, result.output
-    assert (f"{path} is not a trace: no line is a trace event, and line 1 is not JSON (not JSON: Expecting value "
-            "at column 1)") in " ".join(result.output.split())
+    assert (f"{path} is not a trace: no line is a trace event, and line 1 is not JSON: Expecting value at column 1"
+            in " ".join(result.output.split()))
 
 
 def test_trace_list_names_a_run_whose_first_line_is_not_an_event(tmp_path):

@@ -307,8 +307,8 @@ def read_trace_lines(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]]
             events.append(value)
     if damaged and not events:
         number, error = damaged[0]
-        raise TraceError(f"{path} is not a trace: no line is a trace event, and line {number} is not JSON "
-                         f"({stored.reason(error)})") from error
+        raise TraceError(f"{path} is not a trace: no line is a trace event, and line {number} is "
+                         f"{stored.reason(error)}") from error
     if damaged and not any(event["type"] == "warning" and event.get("code") == "trace_write" for event in events):
         skipped.extend(SkippedLine(number, stored.reason(error)) for number, error in damaged)
         skipped.sort(key=lambda line: line.number)

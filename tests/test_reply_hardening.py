@@ -646,6 +646,58 @@ def test_glued_native_calls_send_the_error_back_to_the_model(openai_server, tmp_
     assert sent_back[0]["content"].startswith("invalid arguments for tool 'calculator': arguments hold more than one JSON value")
 
 
+# --- a key named twice -------------------------------------------------------------------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(_ARGS, st.data())
+def test_an_argument_named_twice_is_refused_at_any_depth(arguments, data):
+    """Python's decoder keeps the last value: the tool would get one of two values, chosen by us, not the model."""
+    key = data.draw(st.sampled_from(sorted(arguments)))
+    again = json.dumps(key) + ": " + json.dumps(data.draw(_JSON_LEAF))
+    inner = "{" + ", ".join([*(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in arguments.items()), again]) + "}"
+    text = inner if data.draw(st.booleans()) else '{"outer": ' + inner + "}"
+    with pytest.raises(ArgumentsError) as refused:
+        decode_arguments(text)
+    assert str(refused.value) == (f"arguments name {json.dumps(key)[:60]} twice; send each key once, with the one "
+                                  "value meant")
+    with pytest.raises(json_limits.DuplicateKeyError) as named:
+        json_limits.raw_decode("xx " + text, 3)
+    assert named.value.key == key and named.value.pos == 3
+
+
+@pytest.mark.parametrize("style, reply", [
+    ("json", '{"name": "calculator", "arguments": {"expression": "1+1"}, "name": "probe"}'),
+    ("json", '{"action": "calculator", "action_input": {"expression": "1+1", "expression": "2+2"}}'),
+    ("native", '<tool_call>{"name": "calculator", "arguments": {"expression": "1"}, "name": "probe"}</tool_call>'),
+    ("native", '{"name": "calculator", "arguments": {"expression": "1+1"}, "name": "probe"}'),
+    ("react", 'Thought: t\nAction: calculator\nAction Input: {"expression": "1+1", "expression": "2+2"}'),
+])
+def test_a_reply_whose_call_names_a_key_twice_runs_nothing(style, reply):
+    tools = {"calculator": {"type": "object", "properties": {"expression": {"type": "string"}}},
+             "probe": {"type": "object", "properties": {}}}
+    action = parse_reply(reply, style=style, tools=tools)
+    assert isinstance(action, ParseFailure)
+    assert "two values for one key" in action.message or "twice" in action.message
+
+
+def test_a_native_call_naming_an_argument_twice_is_sent_back_to_the_model(openai_server, tmp_path):
+    openai_server.push(tool_calls([("calculator", '{"expression": "1+2", "expression": "3*4"}')]), text("done"),
+                       text("done"))
+    result, events = go(make_spec(openai_server, tmp_path), "compute", tmp_path)
+    assert result.status == "completed" and result.answer == "done"
+    assert not [e for e in events if e.type == "tool_returned" and e.status == "ok"]  # calculator never ran
+    sent_back = [m for m in openai_server.requests[1]["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in sent_back] == [
+        "invalid arguments for tool 'calculator': arguments name \"expression\" twice; send each key once, with "
+        "the one value meant. Expected a JSON object with: expression (string, required)."]
+
+
+def test_an_http_response_naming_a_key_twice_is_read_as_python_reads_it():
+    from thinkflow.tools.http import json_body
+
+    assert json_body('{"a": 1, "a": 2}') == {"a": 2}  # a server's document, not a model's call: kept as before
+
+
 # --- a key with no value is not repaired into "" ------------------------------------------------------------------
 
 @settings(max_examples=200, deadline=None)

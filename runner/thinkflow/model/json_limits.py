@@ -7,7 +7,8 @@ of a long text costs time quadratic in its length. Here decoding goes through a 
 deeper than :data:`MAX_DEPTH` is a :class:`NestingError`, never a ``RecursionError``. Numbers JSON cannot carry
 (RFC 8259 section 6: no ``NaN``, ``Infinity``; here also a float beyond about 1.8e308, which Python reads as
 infinity, and an integer longer than :data:`MAX_INT_DIGITS` digits) are a :class:`NumberError`, so no non-finite
-number reaches a tool, a trace or a session (Python's own decoder accepts all of them); a lone surrogate escape
+number reaches a tool, a trace or a session (Python's own decoder accepts all of them); an object naming a key twice
+is a :class:`DuplicateKeyError` (Python's decoder keeps the last value: a second "name" would call another tool); a lone surrogate escape
 (``"\\ud83d"``) decodes to U+FFFD, as a reply's own text is read, not to text that cannot be written. :func:`scan_end` finds where
 a near-JSON value (single quotes allowed) closes, in one pass, for the repair fallback and the truncation check;
 :func:`bracket_depth` bounds the depth of any text in C time.
@@ -67,7 +68,38 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int)
+class DuplicateKeyError(json.JSONDecodeError):
+    """An object names a key twice (``{"name": "probe", "name": "calculator"}``). RFC 8259 section 4 leaves such an
+    object's meaning to each reader (Python's keeps the last value): a model's call or arguments that say two
+    things are refused, never read as one of them. A ``json.JSONDecodeError``, so callers handle it as one.
+
+    Attributes:
+        key: the key named twice."""
+
+    def __init__(self, key: str, doc: str, pos: int):
+        super().__init__(f"the key {json.dumps(key)[:60]} is named twice in one object", doc, pos)
+        self.key = key
+
+
+class _Duplicate(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Duplicate(key)
+            seen.add(key)
+    return value
+
+
+DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int,
+                           object_pairs_hook=_unique_keys)
 _EDGE = 16  # a failure this close to a window's end may be the edge: a literal, number or escape cut in two
 _SPECIAL = re.compile(r"[\"'\\{}\[\]]")
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
@@ -133,6 +165,8 @@ def loads(text: str, *, check_depth: bool = True) -> Any:
         raise NestingError() from None
     except _Refused as error:
         raise NumberError(str(error), text, 0) from None
+    except _Duplicate as error:
+        raise DuplicateKeyError(error.key, text, 0) from None
 
 
 def raw_decode(text: str, pos: int = 0) -> tuple[Any, int]:
@@ -152,6 +186,8 @@ def raw_decode(text: str, pos: int = 0) -> tuple[Any, int]:
             raise NestingError() from None
         except _Refused as error:
             raise NumberError(str(error), text, pos) from None
+        except _Duplicate as error:
+            raise DuplicateKeyError(error.key, text, pos) from None
         except json.JSONDecodeError as error:
             if stop < len(text) and _may_continue(error, len(window)):
                 size *= 2

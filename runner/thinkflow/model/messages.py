@@ -201,6 +201,9 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
         except json_limits.NumberError as error:
             raise ArgumentsError(f"arguments hold a number JSON cannot carry: {error.msg}; send a finite number "
                                  "(or a string)") from None
+        except json_limits.DuplicateKeyError as error:  # which of the two values was meant is not for us to guess
+            raise ArgumentsError(f"arguments name {json.dumps(error.key)[:60]} twice; send each key once, with the "
+                                 "one value meant") from None
         except json.JSONDecodeError as strict_error:
             value = _repair(value, strict_error)
     if isinstance(value, dict):

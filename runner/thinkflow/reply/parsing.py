@@ -273,7 +273,7 @@ PART_OF_DAMAGED = ("the reply's JSON could not be read as a whole (a value JSON 
                    "quote or bracket), so none of its actions is taken alone: send the whole reply again as valid "
                    "JSON")
 CALL_UNREADABLE = ("the reply opens a call of the tool '{name}', but the call could not be read (not valid JSON, "
-                   "cut off, or holding a value JSON cannot carry): call the tool through the function-calling "
+                   "cut off, holding a value JSON cannot carry, or naming a key twice): call the tool through the function-calling "
                    "interface with its arguments as one JSON object, or answer in plain text")
 
 

@@ -329,8 +329,8 @@ def json_body(text: str) -> Any:
     """The JSON document of a response body, decoded with the bounded decoder
     (:func:`thinkflow.model.json_limits.loads`): nested deeper than :data:`~thinkflow.model.json_limits.MAX_DEPTH`
     levels is a :class:`~thinkflow.model.json_limits.NestingError`, never a ``RecursionError``. ``NaN``, ``Infinity``
-    and floats beyond the float range, which JSON has not but servers write (Python's ``json.dumps``), are read as
-    Python reads them, as before, within the same depth bound.
+    and floats beyond the float range, which JSON has not but servers write (Python's ``json.dumps``), and an object
+    naming a key twice are read as Python reads them (the last value kept), as before, within the same depth bound.
 
     Raises:
         json.JSONDecodeError: not JSON (also an integer of more digits than Python turns into a number).
@@ -338,7 +338,7 @@ def json_body(text: str) -> Any:
     """
     try:
         return json_limits.loads(text)
-    except json_limits.NumberError as refused:
+    except (json_limits.NumberError, json_limits.DuplicateKeyError) as refused:
         try:
             value = json.loads(text)
         except RecursionError:

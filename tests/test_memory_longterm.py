@@ -44,6 +44,14 @@ def test_clean_metadata_keeps_false_zero_empty_and_converts_the_rest():
     assert clean_metadata(None) == {}
 
 
+@pytest.mark.parametrize("value, kept", [(2 ** 63 - 1, 2 ** 63 - 1), (-(2 ** 63), -(2 ** 63)),
+                                         (2 ** 63, str(2 ** 63)), (-(2 ** 63) - 1, str(-(2 ** 63) - 1)),
+                                         (10 ** 30, "1" + "0" * 30), (True, True)])
+def test_an_integer_beyond_64_bits_is_kept_as_its_digits(value, kept):
+    # Chroma keeps such an integer as a float, whose last digits differ: an agent's memory would change its numbers
+    assert clean_metadata({"n": value}) == {"n": kept}
+
+
 # ------------------------------------------------------------------------------------------------ real store
 @pytest.fixture
 def spec(tmp_path: Path) -> LongTermSpec:
@@ -158,6 +166,22 @@ def test_list_forget_export_import_roundtrip(spec, tmp_path):
     assert sorted(r.content for r in target.list()) == sorted([FACTS[0], FACTS[2], FACTS[3], "No id here."])
     assert target.get("m2").metadata == lines[1]["metadata"]
     assert ids == ["m0", "m1", "m2", "m3"]
+
+
+@pytest.mark.slow
+def test_writing_over_a_stored_memory_replaces_its_metadata_not_merges_into_it(spec, tmp_path):
+    # Chroma's upsert keeps the stored keys the new metadata lacks: an import "overwriting" m1 kept "stale"
+    memory = LongTermMemory.open(spec)
+    memory.remember("old text", {"kind": "note", "stale": "yes", "time": 5.0}, id="m1")
+    memory.remember("other", {"kind": "note", "stale": "kept"}, id="m2")
+    lines = tmp_path / "in.jsonl"
+    lines.write_text(json.dumps({"id": "m1", "content": "new text", "metadata": {"kind": "fact", "time": 7.0}}) + "\n",
+                     encoding="utf-8")
+    assert memory.import_(lines) == 1
+    assert (memory.get("m1").content, memory.get("m1").metadata) == ("new text", {"kind": "fact", "time": 7.0})
+    memory.remember("again", {"kind": "fact2", "time": 9.0}, id="m1")
+    assert memory.get("m1").metadata == {"kind": "fact2", "time": 9.0}
+    assert memory.get("m2").metadata["stale"] == "kept"  # the others are left as they are
 
 
 @pytest.mark.slow

@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from thinkflow.errors import MemoryStoreError
+from thinkflow.memory.records import INT64
 from thinkflow.model import json_limits, stored
 
 MemoryItem = tuple[str, Mapping[str, Any] | None, str | None]
 """``(content, metadata or None, id or None)``: one memory to store."""
 
-INT64 = range(-(2 ** 63), 2 ** 63)
-"""The integers Chroma stores as integers; any other becomes a float."""
 
 
 _RESERVED_FIRST = {"$": "filter operators, like $and", "#": "own fields, like #document"}

@@ -276,6 +276,8 @@ class LongTermMemory:
         batch = self._max_batch()
         for start in range(0, len(ids), batch):
             end = start + batch
+            if any(mid is not None for _, _, mid in items[start:end]):  # new ids (uuid4) have nothing stored
+                self._drop_old_keys(ids[start:end], metas[start:end])
             vectors = self.embedder.embed(docs[start:end])
             self._call(
                 "write",
@@ -285,6 +287,16 @@ class LongTermMemory:
             )
         self.deleted_by_retention = self.apply_retention()
         return ids
+
+    def _drop_old_keys(self, ids: list[str], metas: list[dict[str, Any]]) -> None:
+        """Make an upsert over stored memories replace their metadata, not merge into it: Chroma's ``upsert`` keeps
+        the stored keys the new metadata lacks, so each of those is sent as ``None`` (Chroma's way of deleting a key
+        in an update). ``metas`` is changed in place."""
+        stored = self._call("read", lambda: self.collection.get(ids=ids, include=["metadatas"]))
+        old = dict(zip(stored.get("ids") or [], stored.get("metadatas") or []))
+        for mid, meta in zip(ids, metas):
+            for key in (old.get(mid) or {}):
+                meta.setdefault(key, None)
 
     def _max_batch(self) -> int:
         try:

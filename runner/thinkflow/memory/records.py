@@ -38,10 +38,15 @@ class MemoryRecord:
         return {"id": self.id, "content": self.content, "metadata": dict(self.metadata)}
 
 
+INT64 = range(-(2 ** 63), 2 ** 63)
+"""The integers Chroma stores as integers; any other becomes a float."""
+
+
 def clean_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
     """Return metadata that Chroma accepts: str/int/float/bool values under str keys.
 
-    None values are dropped; lists, tuples and dicts become JSON strings (Chroma 1.x only takes non-empty,
+    None values are dropped; integers beyond 64 bits become strings (Chroma would keep a float with other last
+    digits); lists, tuples and dicts become JSON strings (Chroma 1.x only takes non-empty,
     same-typed scalar lists, so all lists are stored one way); datetimes and dates become ISO 8601 strings; Paths
     and other objects become ``str(value)``; NaN/inf floats become strings. ``False``, ``0`` and ``""`` are kept.
     Keys are turned into strings; Chroma's reserved ``chroma:document`` key is dropped.
@@ -51,8 +56,10 @@ def clean_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
         key = str(key)
         if value is None or key == "chroma:document":
             continue
-        if isinstance(value, bool) or isinstance(value, (str, int)):
+        if isinstance(value, bool) or isinstance(value, str) or (isinstance(value, int) and value in INT64):
             out[key] = value
+        elif isinstance(value, int):  # beyond 64 bits Chroma keeps a float, whose last digits differ
+            out[key] = str(value)
         elif isinstance(value, float):
             out[key] = value if math.isfinite(value) else str(value)
         elif isinstance(value, (datetime, date)):

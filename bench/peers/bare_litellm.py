@@ -13,15 +13,29 @@ from typing import Callable
 from task import SYSTEM, TOOLS_JSON, run_tool
 
 
-def make(url: str, max_steps: int = 50, window: int | None = None) -> Callable[[str], str]:
+def make(url: str, max_steps: int = 50, window: int | None = None, unlogged: bool = False) -> Callable[[str], str]:
+    """``unlogged``: each call made with LiteLLM's ``is_internal_call`` set, so LiteLLM skips its success logging, as
+    ThinkFlow does when no callback is registered (``thinkflow.model.litellm_patches.completion``): the same LiteLLM
+    work as ThinkFlow's calls, to tell ThinkFlow's own overhead from the logging it skips."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
+
+    completion = litellm.completion
+    if unlogged:
+        from litellm._internal_context import is_internal_call
+
+        def completion(**kwargs):
+            token = is_internal_call.set(True)
+            try:
+                return litellm.completion(**kwargs)
+            finally:
+                is_internal_call.reset(token)
 
     def run(task: str) -> str:
         messages: list[dict] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]
         for _ in range(max_steps):
-            resp = litellm.completion(model="openai/bench", api_base=url, api_key="sk-bench", messages=messages,
-                                      tools=TOOLS_JSON)
+            resp = completion(model="openai/bench", api_base=url, api_key="sk-bench", messages=messages,
+                              tools=TOOLS_JSON)
             msg = resp.choices[0].message
             if not msg.tool_calls:
                 return msg.content or ""

@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--window", type=int, default=None, help="short-term memory window (ThinkFlow only)")
     ap.add_argument("--max-steps", type=int, default=50)
     ap.add_argument("--no-trace", action="store_true", help="ThinkFlow only: write no JSONL trace")
+    ap.add_argument("--unlogged", action="store_true",
+                    help="bare_litellm only: skip LiteLLM's success logging, as ThinkFlow does with no callback")
     ap.add_argument("--worker", action="store_true")
     args = ap.parse_args(argv)
 
@@ -114,6 +116,8 @@ def main(argv: list[str] | None = None) -> dict:
         options["window"] = args.window
     if args.no_trace:
         options["trace"] = False
+    if args.unlogged:
+        options["unlogged"] = True
     run = module.make(args.url, **options)
     build = time.perf_counter() - t0
     script = replies(FINAL_STYLE.get(args.impl, "text"), args.steps)

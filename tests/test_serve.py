@@ -125,9 +125,10 @@ def test_vars_reach_the_prompt(live, model):
     assert model.requests[0]["messages"][0]["content"].startswith("You are helper, helping Oslo.")
     bad = post_run(live, task="hello", vars={"whom": "Oslo"})
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "bad_vars"
+    assert bad.json()["error"]["message"].startswith("vars.whom: the agent's prompt")  # a request has no --var
     runner_set = post_run(live, task="hello", vars={"task": "Oslo"})
     assert runner_set.status_code == 400 and runner_set.json()["error"]["message"] == (
-        "--var task: 'task' is set by the runner (the run's task): pass the task as the request's 'task'")
+        "vars.task: 'task' is set by the runner (the run's task): pass the task as the request's 'task'")
 
 
 def test_a_stream_sends_each_event_then_the_result(live, model):

@@ -78,8 +78,9 @@ def agent_secrets(spec: AgentSpec, model: ModelSpec | None = None) -> tuple[str,
 
 
 def with_prompt_vars(spec: AgentSpec, prompt_vars: dict[str, Any] | None, *,
-                     task_from: str = "the command's argument") -> AgentSpec:
-    """``spec`` with ``prompt_vars`` merged over ``prompt.vars`` (the ``--var key=value`` options).
+                     task_from: str = "the command's argument", given_as: str = "--var ") -> AgentSpec:
+    """``spec`` with ``prompt_vars`` merged over ``prompt.vars`` (the ``--var key=value`` options, or a request's
+    ``vars``: ``given_as`` is how the message names a key's place, ``"--var "`` or ``"vars."``).
 
     Raises:
         PromptError: a key the agent's prompt does not use, or one the runner sets (``task``: the message says to
@@ -87,7 +88,7 @@ def with_prompt_vars(spec: AgentSpec, prompt_vars: dict[str, Any] | None, *,
     """
     if not prompt_vars:
         return spec
-    check_prompt_vars(spec.prompt, prompt_vars, task_from=task_from)
+    check_prompt_vars(spec.prompt, prompt_vars, task_from=task_from, given_as=given_as)
     given = {k: valid_unicode(v) if isinstance(v, str) else v for k, v in prompt_vars.items()}  # argv's bad bytes
     prompt = dataclasses.replace(spec.prompt, vars={**spec.prompt.vars, **given})
     return dataclasses.replace(spec, prompt=prompt)

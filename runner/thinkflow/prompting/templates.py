@@ -173,20 +173,22 @@ def prompt_var_checker(prompt: PromptSpec, *, task_from: str = "the command's ar
     return problem
 
 
-def check_prompt_vars(prompt: PromptSpec, names: Any, *, task_from: str = "the command's argument") -> None:
+def check_prompt_vars(prompt: PromptSpec, names: Any, *, task_from: str = "the command's argument",
+                      given_as: str = "--var ") -> None:
     """Check that every name in ``names`` (the ``--var key=value`` keys) is a variable of the agent's prompt:
     declared under ``prompt.vars`` or read by the template (:func:`template_variables`; a variable read only by an
     included template must be declared under ``prompt.vars``), and not one the runner sets (``task``, ...).
 
     Raises:
-        PromptError: ``--var <name>: <problem>`` for the first name :func:`prompt_var_checker` finds a problem
-            with (``task_from`` says where the task is given), or the template cannot be read or parsed.
+        PromptError: ``--var <name>: <problem>`` (``given_as`` in place of ``"--var "``: ``"vars."`` for a request's
+            vars) for the first name :func:`prompt_var_checker` finds a problem with (``task_from`` says where the
+            task is given), or the template cannot be read or parsed.
     """
     problem = prompt_var_checker(prompt, task_from=task_from)
     for key in names:
         found = problem(key)
         if found:
-            raise PromptError(f"--var {key}: {found}")
+            raise PromptError(f"{given_as}{key}: {found}")
 
 
 def _template_line(tb: Any) -> int:

@@ -232,7 +232,7 @@ class RunManager:
 
         spec = served.agent.spec
         try:
-            spec = with_prompt_vars(spec, prompt_vars, task_from="the request's 'task'")
+            spec = with_prompt_vars(spec, prompt_vars, task_from="the request's 'task'", given_as="vars.")
         except PromptError as error:
             raise ApiError(400, "bad_vars", str(error), "send only the variables the agent's prompt uses",
                            param="vars") from None

@@ -572,3 +572,16 @@ def test_run_summaries_pass_over_trace_lines_that_are_no_events(tmp_path):
             assert summary is None, name
         else:
             assert (summary["agent"], summary["status"], summary["answer"]) == ("bot", status, "4"), name
+
+
+def test_the_run_list_reads_the_first_event_of_a_trace_saved_with_a_bom(tmp_path):
+    import json as json_module
+
+    from thinkflow.serve.routes import _edge_lines
+
+    first = {"type": "run_started", "run_id": "r1", "time": 1.0, "task": "t", "agent": "a"}
+    last = {"type": "run_finished", "run_id": "r1", "time": 2.0, "status": "completed"}
+    trace = tmp_path / "r1.jsonl"
+    trace.write_bytes(b"\xef\xbb\xbf" + "\n".join(json_module.dumps(e) for e in (first, last)).encode() + b"\n")
+    head, tail = _edge_lines(trace)
+    assert head is not None and head["type"] == "run_started" and tail["type"] == "run_finished"

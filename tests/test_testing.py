@@ -811,3 +811,11 @@ def test_any_cache_entry_reads_as_its_value_or_a_miss(tmp_path_factory, entry):
         expires = decoded.get("expires")
         assert expires is None or isinstance(expires, (int, float)) and not isinstance(expires, bool)
     assert backend.get_cache("other") == {"timestamp": 2.0, "response": "{}"}
+
+
+def test_a_cassette_saved_with_a_utf8_bom_reads_as_without_one(tmp_path):
+    # an editor's "UTF-8 with BOM" save: the cassette was refused as "not JSON" at line 1
+    source = Path(__file__).resolve().parent.parent / "agents.d" / "cassettes" / "openai_assistant" / "native_tool_call.json"
+    with_bom = tmp_path / "bom.json"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + source.read_bytes())
+    assert load_cassette(with_bom).to_dict() == load_cassette(source).to_dict()

@@ -131,7 +131,7 @@ def _edge_lines(path: Path, tail_bytes: int = 65536) -> tuple[dict[str, Any] | N
 
     try:
         with path.open("rb") as handle:
-            first_line = handle.readline()
+            first_line = handle.readline().removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM, as the trace reader takes it
             size = path.stat().st_size
             handle.seek(max(0, size - tail_bytes))
             tail = handle.read().split(b"\n")

@@ -232,7 +232,7 @@ def load_cassette(path: str | Path) -> Cassette:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # an editor's "UTF-8 with BOM" is UTF-8 all the same
     except FileNotFoundError:
         raise CassetteError(f"no cassette at {path} (record it with `thinkflow test --record`)") from None
     except OSError as error:

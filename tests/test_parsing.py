@@ -533,12 +533,12 @@ def test_replies_that_only_look_like_calls_are_not_run(reply):
 ])
 def test_python_literals_that_are_not_json_are_not_calls(reply):
     # sets, bytes, complex numbers and tuple keys would crash the conversation's JSON encoding: never run; a call of
-    # a tool is refused, one of final_answer (no tool) is the answer as written
+    # a tool is refused, one of final_answer (no tool) answers with the text inside, as written
     action = native(reply)
     if reply.startswith("calculator("):
         assert isinstance(action, ParseFailure) and action.kind == "arguments", action
     else:
-        assert isinstance(action, FinalAnswer) and action.text == reply
+        assert isinstance(action, FinalAnswer) and action.text == reply[len("final_answer("):-1]
 
 
 def test_final_answer_calls_take_the_answer_and_ignore_extra_keywords():

@@ -878,8 +878,7 @@ def test_a_python_style_call_of_a_tool_whose_values_cannot_be_read_is_refused(re
     assert action.error.startswith("its values are not JSON or Python literals")
 
 
-@pytest.mark.parametrize("reply", ["read_file (the docs) first (maybe)", "nothing(path=0755)",
-                                   "final_answer(The answer is 5)"])
+@pytest.mark.parametrize("reply", ["read_file (the docs) first (maybe)", "nothing(path=0755)"])
 def test_prose_that_only_looks_like_a_call_stays_the_answer(reply):
     assert parse_reply(reply, style="native", tools=_TOOLS_FOR_ZEROS) == FinalAnswer(reply)
 
@@ -905,3 +904,28 @@ def test_an_apostrophe_in_an_unquoted_word_opens_no_string(text, expected):
 def test_an_apostrophe_does_not_hide_a_leading_zero():
     with pytest.raises(ArgumentsError, match=re.escape("a number with a leading zero (0755)")):
         decode_arguments("{text: it's fine, mode: 0755}")
+
+
+# --- final_answer called on prose ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("style", ["native", "json", "react"])
+@pytest.mark.parametrize("answer_tool", [False, True])
+@pytest.mark.parametrize("reply, answer", [
+    ("final_answer(The answer is 5)", "The answer is 5"),
+    ("final_answer(The result is f(3), about 4.2)", "The result is f(3), about 4.2"),
+    ("```\nfinal_answer(Paris is the capital of France.)\n```", "Paris is the capital of France."),
+    ("Final_Answer( about 391 )", "about 391"),
+])
+def test_final_answer_called_on_prose_answers_with_the_prose(style, answer_tool, reply, answer):
+    # a small model's way to answer: the call's text was the final answer, "final_answer(" included
+    tools = {"calculator": {"type": "object", "properties": {"expression": {"type": "string"}}}}
+    if answer_tool:
+        tools["final_answer"] = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    action = parse_reply(reply, style=style, tools=tools)
+    assert isinstance(action, FinalAnswer) and action.text == answer
+
+
+@pytest.mark.parametrize("reply", ["Answer (approx.)", "final answer (see above)", "final_answer(a) or (b)"])
+def test_prose_that_only_looks_like_a_call_stays_as_written(reply):
+    action = parse_reply(reply, style="native", tools={"calculator": {"type": "object", "properties": {}}})
+    assert isinstance(action, FinalAnswer) and action.text == reply

@@ -227,6 +227,23 @@ UNREADABLE_CALL = ("its values are not JSON or Python literals (a number with a 
 """The error for a reply that is one Python-style call of a tool whose values cannot be read as literals."""
 
 
+def _final_prose(body: str) -> str | None:
+    """The text inside when the whole of ``body`` is ``final_answer(...)`` called on prose, not on literals
+    (``final_answer(The answer is 5)``: what a small model writes for its answer), the parenthesis it opens closing
+    at the end; else None. Only that spelling: "Answer (approx.)" is prose, not a call."""
+    text = _unfenced(body) if len(body) <= MAX_CALL_EXPRESSION else ""
+    head = _CALL_HEAD.match(text)
+    if head is None or not text.endswith(")") or head.group(1).casefold() != "final_answer":
+        return None
+    inner = text[head.end():-1]
+    depth = 0
+    for char in inner:
+        depth += (char == "(") - (char == ")")
+        if depth < 0:  # final_answer(a) or (b): the call's parenthesis closed before the end
+            return None
+    return inner.strip() or None
+
+
 def _unreadable_call(body: str, names: list[str]) -> str | None:
     """The tool named when the whole of ``body`` is ``<tool>(...)`` -- the name of an offered tool right before the
     parenthesis (:func:`called_tool`), the text ending at the closing one -- that :func:`call_expression` could not
@@ -297,6 +314,9 @@ def recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Map
 
     expression = call_expression(body, objects.notes)
     if expression is None and ACTION_NUMBER not in objects.notes:
+        prose = _final_prose(body)
+        if prose:  # final_answer(The answer is 5): the answer, not the call's text
+            return final_from_input(prose, reasoning)
         called = _unreadable_call(body, names)
         if called is not None:  # probe(mode=0755), probe(at=9:30), probe(n=2*21): a call, not the answer
             return arguments_failure(style, tools, called, UNREADABLE_CALL, reasoning)

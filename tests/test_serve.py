@@ -16,7 +16,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scripted_servers import OpenAIServer, hang, text, tool_calls
+from scripted_servers import OpenAIServer, error, hang, text, tool_calls
 from serve_support import KEY, LiveServer, agent_yaml, start_subprocess
 
 os.environ.setdefault("TF_SERVE_KEY", KEY)
@@ -289,6 +289,131 @@ def test_openai_errors_use_openai_shape(live, model):
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(model="helper", messages=[{"role": "assistant", "content": "hi"}])
     assert "no user message" in caught.value.body["message"]
+
+
+@pytest.fixture
+def limited(tmp_path, scripted):
+    """A server whose agent stops after one step and whose runs time out after 1 s."""
+    agent_yaml(tmp_path / "agents.d", scripted.url, name="limited", loop="{style: native, max_steps: 1}")
+    with LiveServer(tmp_path / "agents.d", tmp_path, run_timeout_s=1.0) as server:
+        yield server
+
+
+def chat(server, **body):
+    return httpx.post(f"{server.url}/v1/chat/completions", timeout=30,
+                      json={"messages": [{"role": "user", "content": "go"}], **body})
+
+
+def test_a_run_that_fails_is_an_openai_error_with_a_fitting_status(live, limited, model):
+    """Not an empty answer with finish_reason 'stop': 502 model_error, 504 timeout, 500 max_steps without an answer;
+    the message is the native endpoint's status and error."""
+    model.push(error(500, "the provider broke"))
+    failed = chat(live, model="helper")
+    assert failed.status_code == 502, failed.text
+    body = failed.json()
+    assert set(body["error"]) == {"message", "type", "code", "param"}
+    assert body["error"]["code"] == "model_error" and body["error"]["type"] == "server_error"
+    assert body["error"]["param"] is None
+    assert body["error"]["message"].startswith("the run ended with status model_error: ")
+    run_id = failed.headers["x-run-id"]
+    assert f"GET /api/runs/{run_id}/trace" in body["error"]["message"]
+    assert failed.headers["x-should-retry"] == "false"
+    assert body["thinkflow"]["run_id"] == run_id and body["thinkflow"]["status"] == "model_error"
+    native = httpx.get(f"{live.url}/api/runs/{run_id}").json()
+    assert native["status"] == "model_error" and native["error"] in body["error"]["message"]
+    assert "choices" not in body
+
+    model.push(hang())
+    slow = chat(limited, model="limited")
+    assert slow.status_code == 504, slow.text
+    assert slow.json()["error"]["code"] == "timeout"
+    assert "the run ended with status timeout: the run timed out after 1 s" in slow.json()["error"]["message"]
+
+    model.push(tool_calls([("no_such_tool", {}, "c1")]))
+    nothing = chat(limited, model="limited")
+    assert nothing.status_code == 500, nothing.text
+    assert nothing.json()["error"]["code"] == "max_steps"
+
+
+def test_openai_client_raises_on_a_failed_run(live, model):
+    import openai
+
+    client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+    model.push(error(500, "the provider broke"))
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model="helper", messages=[{"role": "user", "content": "hi"}])
+    assert caught.value.status_code == 502
+    assert caught.value.body["code"] == "model_error"
+    model.push(error(500, "the provider broke"))
+    with pytest.raises(openai.APIError) as caught:
+        list(client.chat.completions.create(model="helper", messages=[{"role": "user", "content": "hi"}],
+                                            stream=True))
+    assert caught.value.body["code"] == "model_error"
+    assert caught.value.message.startswith("the run ended with status model_error: ")
+
+
+def test_a_run_cut_short_with_a_partial_answer_finishes_with_length(limited, model):
+    model.push(tool_calls([("calculator", {"expression": "2+2"}, "c1")]))
+    reply = chat(limited, model="limited")
+    assert reply.status_code == 200, reply.text
+    choice = reply.json()["choices"][0]
+    assert choice["finish_reason"] == "length"
+    assert choice["message"]["content"] == "No final answer was reached. Last result (calculator): 4"
+    assert reply.json()["thinkflow"]["status"] == "max_steps"
+
+
+def test_a_failed_run_ends_its_stream_with_an_error_event(live, limited, model):
+    model.push(error(500, "the provider broke"))
+    with httpx.stream("POST", f"{live.url}/v1/chat/completions", timeout=30,
+                      json={"model": "helper", "messages": [{"role": "user", "content": "go"}], "stream": True,
+                            "stream_options": {"include_usage": True}}) as response:
+        assert response.status_code == 200
+        lines = [line for line in response.iter_lines() if line.startswith("data:")]
+    assert lines[0].startswith("data: {") and "[DONE]" not in lines[-1]
+    last = json.loads(lines[-1][5:])
+    assert last["error"]["code"] == "model_error" and last["error"]["type"] == "server_error"
+    assert last["error"]["message"].startswith("the run ended with status model_error: ")
+    assert last["thinkflow"]["status"] == "model_error"
+    finishes = [json.loads(line[5:])["choices"][0]["finish_reason"] for line in lines[:-1]]
+    assert finishes == [None]  # the role chunk only: no clean 'stop'
+
+    model.push(tool_calls([("calculator", {"expression": "2+2"}, "c1")]))
+    with httpx.stream("POST", f"{limited.url}/v1/chat/completions", timeout=30,
+                      json={"model": "limited", "messages": [{"role": "user", "content": "go"}],
+                            "stream": True}) as response:
+        lines = [line for line in response.iter_lines() if line.startswith("data:")]
+    assert lines[-1] == "data: [DONE]"
+    chunks = [json.loads(line[5:]) for line in lines[:-1]]
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == (
+        "No final answer was reached. Last result (calculator): 4")
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+
+
+@pytest.mark.parametrize("status, answer, shutting_down, http_status", [
+    ("completed", "", False, None),
+    ("max_steps", "partial", False, None),
+    ("budget_exceeded", "partial", False, None),
+    ("max_steps", "  ", False, 500),
+    ("budget_exceeded", "", False, 500),
+    ("timeout", "partial", False, 504),
+    ("model_error", "", False, 502),
+    ("loop_detected", "partial", False, 500),
+    ("invalid_output", "partial", False, 500),
+    ("interrupted", "", True, 503),
+    ("interrupted", "", False, 500),
+    ("error", "", False, 500),
+])
+def test_run_failure_maps_each_status(status, answer, shutting_down, http_status):
+    from thinkflow.serve.openai_compat import run_failure
+
+    failure = run_failure({"run_id": "r1", "status": status, "answer": answer, "error": "why"},
+                          shutting_down=shutting_down)
+    if http_status is None:
+        assert failure is None
+    else:
+        assert (failure.status, failure.code) == (http_status, status)
+        assert failure.openai_body()["error"]["message"] == (
+            f"the run ended with status {status}: why (run r1; its steps: GET /api/runs/r1/trace)")
 
 
 # ------------------------------------------------------------------------------------------------ MCP endpoint

@@ -7,6 +7,13 @@ continues (:func:`thinkflow.serve.conversation.openai_history`). The reply's con
 sent when the run has one; until then comment lines keep the connection open). ``usage`` is the run's tokens over
 all its model calls; ``thinkflow`` in the body (and the ``x-run-id`` header) names the run. Sampling options
 (``temperature``, ``max_tokens``, ``tools``, ...) are the agent's and are ignored here.
+
+A run that does not complete is no answer (:func:`run_failure`): the reply is OpenAI's error shape
+``{"error": {"message", "type", "code", "param"}}`` with ``code`` the run's status and an HTTP status that fits it
+(504 ``timeout``, 502 ``model_error``, 503 ``interrupted`` while the server shuts down, 500 otherwise), or, in a
+stream (whose 200 went out before the run ended), a last ``data: {"error": ...}`` message and no ``[DONE]``. The
+exception is a run stopped by ``max_steps`` or ``budget_exceeded`` that has a partial answer: that answer is the
+content, with ``finish_reason: "length"``. The native endpoint reports the same run as ``status`` and ``error``.
 API reference: https://platform.openai.com/docs/api-reference/chat
 """
 
@@ -25,8 +32,34 @@ from thinkflow.serve.stream import RunEventStream, sse
 ANSWER_CHUNK_CHARS = 64
 
 
+CUT_SHORT = frozenset({"max_steps", "budget_exceeded"})
+"""Statuses of a run stopped by a limit: with a partial answer, it is the reply with ``finish_reason: "length"``."""
+
+FAILURE_HTTP_STATUS = {"timeout": 504, "model_error": 502}
+"""The HTTP status of a run that ended without an answer, by run status (others: 500; ``interrupted`` while the
+server shuts down: 503)."""
+
+
 def _finish_reason(status: str) -> str:
-    return "stop" if status == "completed" else ("length" if status in ("max_steps", "budget_exceeded") else "stop")
+    return "length" if status in CUT_SHORT else "stop"
+
+
+def run_failure(result: dict[str, Any], *, shutting_down: bool = False) -> ApiError | None:
+    """The error an OpenAI client gets for a run that gave no answer, or None when ``result`` (a result payload,
+    :func:`thinkflow.serve.events.result_payload`) is a reply: the run completed, or a limit (``max_steps``,
+    ``budget_exceeded``) stopped it with a partial answer.
+
+    The error's ``code`` is the run's status and its message the run's own error, as the native endpoint reports them
+    (``status``, ``error``); the hint names the run's trace. HTTP status: 504 ``timeout``, 502 ``model_error``, 503
+    ``interrupted`` when ``shutting_down`` (the server interrupted it), else 500."""
+    status = str(result.get("status") or "error")
+    if status == "completed" or (status in CUT_SHORT and (result.get("answer") or "").strip()):
+        return None
+    http_status = FAILURE_HTTP_STATUS.get(status, 503 if status == "interrupted" and shutting_down else 500)
+    why = result.get("error") or "no answer"
+    run_id = result.get("run_id") or ""
+    return ApiError(http_status, status, f"the run ended with status {status}: {why}",
+                    f"run {run_id}; its steps: GET /api/runs/{run_id}/trace")
 
 
 def _usage(result: dict[str, Any]) -> dict[str, int]:
@@ -86,6 +119,10 @@ async def chat_completions(request: Request) -> Any:
                         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra})
 
         def on_result(result: dict[str, Any]) -> Iterable[bytes]:
+            failure = run_failure(result, shutting_down=manager.closing)
+            if failure is not None:  # the 200 is sent: the stream ends with OpenAI's error event, no [DONE]
+                yield sse({**failure.openai_body(), "thinkflow": _run_info(result)})
+                return
             answer = result.get("answer") or ""
             for i in range(0, len(answer), ANSWER_CHUNK_CHARS):
                 yield chunk({"content": answer[i:i + ANSWER_CHUNK_CHARS]}, None)
@@ -102,6 +139,11 @@ async def chat_completions(request: Request) -> Any:
         result = await manager.wait(handle, watcher)
     finally:
         watcher.cancel()
+    failure = run_failure(result, shutting_down=manager.closing)
+    if failure is not None:
+        # x-should-retry: the run did its work (tool calls included); OpenAI's SDKs would otherwise repeat it
+        return JSONResponse({**failure.openai_body(), "thinkflow": _run_info(result)}, status_code=failure.status,
+                            headers={"x-run-id": handle.run_id, "x-should-retry": "false"})
     return JSONResponse({
         "id": completion_id, "object": "chat.completion", "created": created, "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": result.get("answer") or ""},
@@ -115,4 +157,4 @@ ROUTES = [
     Route("/v1/chat/completions", chat_completions, methods=["POST"]),
 ]
 
-__all__ = ["ROUTES"]
+__all__ = ["ROUTES", "run_failure"]

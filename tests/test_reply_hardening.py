@@ -929,3 +929,31 @@ def test_final_answer_called_on_prose_answers_with_the_prose(style, answer_tool,
 def test_prose_that_only_looks_like_a_call_stays_as_written(reply):
     action = parse_reply(reply, style="native", tools={"calculator": {"type": "object", "properties": {}}})
     assert isinstance(action, FinalAnswer) and action.text == reply
+
+
+@pytest.mark.parametrize("style", ["native", "json", "react"])
+@pytest.mark.parametrize("reply", [
+    'probe({"path": "a", "path": "b"})', 'probe\n{"path": "a", "path": "b"}', "probe({'path': 'a', 'path': 'b'})",
+    'probe({"path": "a"}, path="b")', 'probe("a", path="b")', 'probe(path="a", extra={"k": 1, "k": 2})',
+    "probe(path='a', extra={1: 'x', True: 'y'})", 'final_answer({"answer": "A", "answer": "B"})',
+])
+def test_a_python_style_call_naming_a_key_twice_runs_nothing(style, reply):
+    # ast.literal_eval and a dict merge keep the last value: the tool got path='b', the answer was 'B'
+    tools = {"probe": {"type": "object", "properties": {"path": {"type": "string"}, "extra": {"type": "object"}},
+                       "required": ["path"]}}
+    action = parse_reply(reply, style=style, tools=tools)
+    if isinstance(action, ToolAction):  # a call whose arguments failed: the model hears why, the tool never runs
+        assert all(call.arguments == {} and action.errors.get(call.id) for call in action.calls), action
+        assert all("twice" in error for error in action.errors.values())
+    else:
+        assert isinstance(action, ParseFailure) and "twice" in action.error, action
+
+
+@pytest.mark.parametrize("reply, arguments", [('probe({"path": "a"})', {"path": "a"}),
+                                              ('probe({"path": "a"}, extra={"k": 1})', {"path": "a", "extra": {"k": 1}}),
+                                              ("probe(path='a', extra={'k': 1, 'j': 1})", {"path": "a", "extra": {"k": 1, "j": 1}})])
+def test_a_python_style_call_naming_each_key_once_still_runs(reply, arguments):
+    tools = {"probe": {"type": "object", "properties": {"path": {"type": "string"}, "extra": {"type": "object"}},
+                       "required": ["path"]}}
+    action = parse_reply(reply, style="native", tools=tools)
+    assert isinstance(action, ToolAction) and [c.arguments for c in action.calls] == [arguments] and not action.errors

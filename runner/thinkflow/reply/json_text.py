@@ -53,6 +53,9 @@ NUMBER = "number"
 ACTION_NUMBER = "action-number"
 """Note: such a value was (or held) an action: an ``action``/``actions``/``action_input``/``arguments`` key, or a
 Python-style call. The reply is refused whole, so the other actions beside it are not taken alone."""
+CALL_TWICE = "call-twice"
+"""Note: a Python-style call named a key twice (in an object, or in an object and as a keyword): which value was
+meant is not ours to guess, so the reply is refused."""
 NOT_REPAIRED = {
     "key-without-value": "an action's arguments have a key with no value; send a value for every argument, or leave "
                          "the key out",

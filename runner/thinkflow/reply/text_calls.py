@@ -18,7 +18,7 @@ from thinkflow.model import json_limits
 from thinkflow.model.messages import ArgumentsError, ToolCall
 from thinkflow.reply.actions import (Action, FinalAnswer, Style, ToolAction, arguments_failure, decode_input,
                                      describe_keys, failure, is_final_name, match_tool_name, new_call_id)
-from thinkflow.reply.json_text import (ACTION_NUMBER, NUMBER, Found, JsonObjects, has_tool_call_tag,
+from thinkflow.reply.json_text import (ACTION_NUMBER, CALL_TWICE, NUMBER, Found, JsonObjects, has_tool_call_tag,
                                        repair_objects, unreadable_tag)
 
 
@@ -204,13 +204,18 @@ def call_expression(body: str, notes: set[str] | None = None) -> tuple[str, list
     except json_limits.NumberError:
         _note_number(notes)
         return None
+    except json_limits.DuplicateKeyError:
+        _note(notes, CALL_TWICE)
+        return None
     except (ValueError, RecursionError):
         pass
     try:
         node = ast.parse(f"{name}({inner})", mode="eval").body
         if (not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name)
-                or any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
-                or len({k.arg for k in node.keywords}) < len(node.keywords)):  # f(a=1, a=2): Python refuses it too
+                or any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)):
+            return None
+        if len({k.arg for k in node.keywords}) < len(node.keywords) or _names_a_key_twice(node):
+            _note(notes, CALL_TWICE)  # f(a=1, a=2), f({'a': 1, 'a': 2}): Python keeps one of the two
             return None
         return (name, [_json_ready(ast.literal_eval(a)) for a in node.args],
                 {str(k.arg): _json_ready(ast.literal_eval(k.value)) for k in node.keywords}, parenthesised)
@@ -220,6 +225,10 @@ def call_expression(body: str, notes: set[str] | None = None) -> tuple[str, list
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return None
 
+
+CALLED_TWICE = ("the call names a key twice (in one object, or in an object and as a keyword); send each key "
+                "once, with the one value meant")
+"""The error for a Python-style call whose literals name one key twice."""
 
 UNREADABLE_CALL = ("its values are not JSON or Python literals (a number with a leading zero such as 0755, a time "
                    "such as 9:30, an expression such as 2*21, an unquoted word), or it names an argument twice; "
@@ -281,17 +290,42 @@ def _note_number(notes: set[str] | None) -> None:
         notes.update((NUMBER, ACTION_NUMBER))
 
 
+def _note(notes: set[str] | None, note: str) -> None:
+    if notes is not None:
+        notes.add(note)
+
+
+def _names_a_key_twice(node: ast.AST) -> bool:
+    """True when a dict literal inside ``node`` names one key twice (``{'a': 1, 'a': 2}``, ``{1: 'x', True: 'y'}``:
+    equal in Python): :func:`ast.literal_eval` would keep the last value. Keys that are no literals are left to
+    it to refuse."""
+    for item in ast.walk(node):
+        if isinstance(item, ast.Dict):
+            try:
+                keys = [ast.literal_eval(key) for key in item.keys if key is not None]
+                if len(set(keys)) < len(keys):
+                    return True
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                continue
+    return False
+
+
 def call_arguments(positional: list[Any], keywords: dict[str, Any], schema: Any) -> dict[str, Any] | str:
     """The arguments of a Python-style tool call: a dict positional merged with the keywords, or one plain value
     as the tool's only required parameter; else the problem (str) to tell the model."""
     if not positional:
         return keywords
-    if len(positional) == 1 and isinstance(positional[0], dict):
-        return {**positional[0], **keywords}
     required = schema.get("required") if isinstance(schema, Mapping) else None
-    if len(positional) == 1 and isinstance(required, list) and len(required) == 1 and isinstance(required[0], str):
-        return {required[0]: positional[0], **keywords}
-    return "give the arguments by name, as a JSON object: {\"<name>\": <value>, ...}"
+    if len(positional) == 1 and isinstance(positional[0], dict):
+        given = positional[0]
+    elif len(positional) == 1 and isinstance(required, list) and len(required) == 1 and isinstance(required[0], str):
+        given = {required[0]: positional[0]}
+    else:
+        return "give the arguments by name, as a JSON object: {\"<name>\": <value>, ...}"
+    twice = next((key for key in keywords if key in given), None)
+    if twice is not None:  # probe({"path": "a"}, path="b"): the keyword would silently win
+        return f"it names {json.dumps(twice)[:60]} twice, in the object and as a keyword; send each argument once"
+    return {**given, **keywords}
 
 
 def recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Mapping[str, Any], reasoning: str
@@ -313,6 +347,11 @@ def recover_text_calls(body: str, objects: JsonObjects, style: Style, tools: Map
         calls.append(ToolCall(call_id, name, args))
 
     expression = call_expression(body, objects.notes)
+    if expression is None and CALL_TWICE in objects.notes:
+        called = called_tool(body, names)
+        if called is not None:
+            return arguments_failure(style, tools, called, CALLED_TWICE, reasoning)
+        return failure(style, names, CALLED_TWICE, thought=reasoning)
     if expression is None and ACTION_NUMBER not in objects.notes:
         prose = _final_prose(body)
         if prose:  # final_answer(The answer is 5): the answer, not the call's text

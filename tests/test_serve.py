@@ -340,10 +340,12 @@ def test_openai_client_raises_on_a_failed_run(live, model):
 
     client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
     model.push(error(500, "the provider broke"))
+    retrying = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=2)
     with pytest.raises(openai.InternalServerError) as caught:
-        client.chat.completions.create(model="helper", messages=[{"role": "user", "content": "hi"}])
+        retrying.chat.completions.create(model="helper", messages=[{"role": "user", "content": "hi"}])
     assert caught.value.status_code == 502
     assert caught.value.body["code"] == "model_error"
+    assert len(model.requests) == 1  # x-should-retry: false, the SDK did not run it again
     model.push(error(500, "the provider broke"))
     with pytest.raises(openai.APIError) as caught:
         list(client.chat.completions.create(model="helper", messages=[{"role": "user", "content": "hi"}],

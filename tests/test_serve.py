@@ -712,3 +712,25 @@ def test_the_run_list_reads_the_first_event_of_a_trace_saved_with_a_bom(tmp_path
     trace.write_bytes(b"\xef\xbb\xbf" + "\n".join(json_module.dumps(e) for e in (first, last)).encode() + b"\n")
     head, tail = _edge_lines(trace)
     assert head is not None and head["type"] == "run_started" and tail["type"] == "run_finished"
+
+
+def test_a_trickling_model_is_cut_at_its_timeout_and_the_fallback_answers(tmp_path, ollama_server, monkeypatch):
+    # a served run's model call goes through the cancellable client's own thread: the request's bound
+    # (model.timeout) must go with it, or the run waited for (1 + num_retries) x timeout + the retry waits
+    from scripted_servers import trickle
+
+    monkeypatch.setenv("OLLAMA_API_BASE", ollama_server.url)
+    with OpenAIServer() as primary:
+        primary.push(trickle(every=0.1))
+        ollama_server.push(text("from the fallback"))
+        agents = tmp_path / "agents.d"
+        agent_yaml(agents, primary.url, name="slow")
+        path = agents / "slow.yaml"
+        path.write_text(path.read_text().replace("  num_retries: 0\n  timeout: 30\n",
+                                                 "  num_retries: 2\n  timeout: 0.8\n  fallbacks: [ollama_chat/backup]\n"))
+        with LiveServer(agents, tmp_path) as live:
+            started = time.monotonic()
+            result = post_run(live, agent="slow", task="hello").json()
+            assert (result["status"], result["answer"]) == ("completed", "from the fallback")
+            assert time.monotonic() - started < 10
+            assert len(primary.requests) == 1 and ollama_server.requests[0]["model"] == "backup"

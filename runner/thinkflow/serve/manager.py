@@ -15,6 +15,7 @@ timeout holds).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import threading
 import time
@@ -105,7 +106,10 @@ class CancellableClient:
 
         self._cancelled.watch(wake)
         try:
-            threading.Thread(target=target, name="thinkflow-serve-model", daemon=True).start()
+            # the run's context goes with the call: its request guard (model.timeout per request, see
+            # thinkflow.model.deadlines.REQUEST_GUARD) and its telemetry span; a new thread starts without them
+            context = contextvars.copy_context()
+            threading.Thread(target=context.run, args=(target,), name="thinkflow-serve-model", daemon=True).start()
             wake.wait()
         finally:
             self._cancelled.unwatch(wake)

@@ -238,6 +238,51 @@ def test_resume_after_kill_runs_every_id_exactly_once(tmp_path, openai_server):
     assert Reply  # the scripted Reply type carries the delay
 
 
+@pytest.mark.parametrize("quiet", [True, False])
+def test_a_first_ctrl_c_says_at_once_that_the_batch_waits_for_the_runs_in_progress(tmp_path, openai_server, quiet):
+    # one Ctrl-C printed nothing while the batch waited for its runs (97 s on a slow model)
+    import threading
+
+    def slow(request):
+        reply = adder(request)
+        reply.delay = 3.0
+        return reply
+
+    openai_server.responder = slow
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": f"s{i}", "task": f"add {i} and 1"} for i in range(5)])
+    out = tmp_path / "out.jsonl"
+    agent = agent_yaml(tmp_path, openai_server)
+    cmd = [str(Path(sys.executable).parent / "thinkflow"), "batch", str(agent), str(inputs), "-o", str(out), "-c", "2",
+           *(["-q"] if quiet else [])]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env={**os.environ, "TF_TEST_KEY": KEY}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines: list[tuple[float, str]] = []
+    reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), x)) for x in proc.stderr], daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(openai_server.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(openai_server.requests) == 2, "".join(x for _, x in lines)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        said = "interrupted: waiting for the 2 runs in progress to finish; Ctrl-C again to stop now"
+        while not any(said in x for _, x in lines) and time.monotonic() < sent + 2.5:
+            time.sleep(0.02)
+        assert proc.poll() is None  # still waiting for the runs in flight
+        assert any(said in x for _, x in lines), "".join(x for _, x in lines)
+        assert next(t for t, x in lines if said in x) - sent < 2.0  # at once, not after the runs (3 s each)
+        assert proc.wait(timeout=60) == 1
+    finally:
+        proc.kill()
+    reader.join(5)
+    text_out = "".join(x for _, x in lines)
+    assert "stopped: interrupted; 3 inputs not started" in " ".join(text_out.split())
+    assert sorted(r["id"] for r in results(out)) == ["s0", "s1"]  # the runs in flight finished and were written
+    assert {r["status"] for r in results(out)} == {"completed"}
+
+
 def test_ray_backend_gives_the_same_results_as_the_local_pool(cli, tmp_path, openai_server):
     ray = pytest.importorskip("ray")
     openai_server.responder = adder

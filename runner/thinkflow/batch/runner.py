@@ -3,7 +3,8 @@
 :func:`run_batch` keeps at most ``concurrency`` runs in flight, appends each result the moment its run ends, skips
 ids the results file already holds as completed, and stops taking new inputs when the batch's budget
 (``max_tokens``, ``max_cost`` in US dollars, over every run) is spent or on Ctrl-C. A first Ctrl-C lets the runs in
-flight finish and write their results; a second one leaves at once (finished results are on disk either way).
+flight finish and write their results (``on_interrupt`` hears of it at once, so the command can say so); a second
+one leaves at once (finished results are on disk either way).
 """
 
 from __future__ import annotations
@@ -173,6 +174,7 @@ def run_batch(
     max_cost: float | None = None,
     rerun_failed: bool = False,
     on_result: Callable[[dict[str, Any], BatchSummary], None] | None = None,
+    on_interrupt: Callable[[int], None] | None = None,
     poll_s: float = 0.5,
 ) -> BatchSummary:
     """Run ``inputs`` on ``pool`` and append each result to ``log``.
@@ -185,6 +187,8 @@ def run_batch(
         max_tokens, max_cost: the batch's budget over all its runs (tokens; US dollars), or None.
         rerun_failed: run again the inputs whose last result did not complete.
         on_result: called in this thread with each result line as it is written, and the summary so far.
+        on_interrupt: called in this thread on the first Ctrl-C, before waiting, with the number of runs in
+            flight the batch now waits for (no new input starts).
         poll_s: seconds between checks for Ctrl-C while waiting.
     Returns:
         the summary. Raises KeyboardInterrupt on a second Ctrl-C (every finished result is written).
@@ -211,6 +215,8 @@ def run_batch(
                 if summary.stopped == "interrupted":
                     raise
                 summary.stopped = "interrupted"
+                if on_interrupt is not None:
+                    on_interrupt(len(in_flight))
                 continue
             for handle, record in finished:
                 in_flight.discard(handle)

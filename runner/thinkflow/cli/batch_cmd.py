@@ -214,8 +214,14 @@ def _run_with_progress(err: Any, pool: Any, inputs: Any, log: Any, width: int, *
             counts = " ".join(f"{status} {n}" for status, n in sorted(summary.counts.items()))
             progress.update(task, advance=1, counts=counts)
 
+        def on_interrupt(in_flight: int) -> None:
+            runs = "the run" if in_flight == 1 else f"the {in_flight} runs"
+            progress.console.print(f"[yellow]interrupted: waiting for {runs} in progress to finish; Ctrl-C again to "
+                                   "stop now[/]", highlight=False, soft_wrap=True)
+
         try:
-            return run_batch(pool, inputs, log, concurrency=width, on_result=on_result, **options)
+            return run_batch(pool, inputs, log, concurrency=width, on_result=on_result, on_interrupt=on_interrupt,
+                             **options)
         except KeyboardInterrupt:
             from thinkflow.cli.process_exit import exit_now
 

@@ -224,8 +224,11 @@ URL_FIELDS = [
 
 
 def _has_web_scheme(text: str, any_case: bool) -> bool:
-    scheme, sep, _ = text.partition("://")
-    return bool(sep) and (scheme.lower() if any_case else scheme) in ("http", "https")
+    scheme, sep, rest = text.partition("://")
+    if not (sep and (scheme.lower() if any_case else scheme) in ("http", "https")):
+        return False
+    # an api_base also needs a host, and no space or control character anywhere ('http://', a trailing newline)
+    return not any_case or (rest[:1] not in ("", "/", "?", "#") and not any(c <= " " or c == "\x7f" for c in rest))
 
 
 @settings(max_examples=300, deadline=None)
@@ -234,14 +237,16 @@ def _has_web_scheme(text: str, any_case: bool) -> bool:
            lambda prefix, rest: prefix + rest,
            st.sampled_from(["http://", "https://", "HTTP://", "hTtPs://", "ftp://", "http:/", "https//", "http:",
                             " http://", "127.0.0.1:", "localhost:", "unix://", "ws://", "httpx://"]),
-           st.text())))
+           st.one_of(st.text(), st.sampled_from(["127.0.0.1:8701/v1\n", "", "/v1", "h st", "host\x7f"])))))
 def test_a_url_field_passes_exactly_when_it_starts_with_http_or_https(field, value):
     """Every api_base that passes has LiteLLM's http:// or https:// scheme (any case); tool URLs lower case only.
     Anything else is refused with one issue saying so, at that path."""
     kind, make, path, what = field
     issues = validate(make(value), kind)
     passes = _has_web_scheme(value, any_case=what == "an api_base")
-    expected = [] if passes else [(path, f"{what} must start with http:// or https://, got '{value}'")]
+    said = ("an api_base must be an http:// or https:// URL with a host, and no spaces or control characters"
+            if what == "an api_base" else f"{what} must start with http:// or https://")
+    expected = [] if passes else [(path, f"{said}, got '{value}'")]
     assert [(i.path, i.message) for i in issues] == expected
 
 

@@ -248,7 +248,7 @@ def test_run_refuses_an_agent_with_an_integer_too_long_for_python(tmp_path):
 
 # --- URLs: an api_base or a tool's URL without http:// or https:// ---------------------------------------------------
 
-SCHEME = "an api_base must start with http:// or https://"
+SCHEME = "an api_base must be an http:// or https:// URL with a host, and no spaces or control characters"
 API_BASE_HINT = "write the whole URL: http://host:port for Ollama, http://host:port/v1 for an OpenAI-compatible server"
 
 

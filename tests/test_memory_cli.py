@@ -199,6 +199,13 @@ GOOD_MEMORY = '{"id": "tea", "content": "Bob drinks green tea.", "metadata": {"k
     ('{"content": "x", "metadata": {"": 1}}', '2: "metadata"."": Chroma refuses an empty metadata key; give it a name'),
     ('{"content": "x", "metadata": {"chroma:document": "d"}}',
      '2: "metadata"."chroma:document": Chroma reserves this metadata key; rename it'),
+    # stored and exported as JSON text ("[1, 2]") without a word
+    ('{"content": "x", "metadata": {"tags": [1, 2]}}',
+     '2: "metadata"."tags" is a list: memory metadata holds strings, numbers and booleans, so it would be stored (and '
+     'exported) as the string "[1, 2]"; write that string if it is what you mean, or give each value a key of its own'),
+    ('{"content": "x", "metadata": {"kind": "k", "where": {"town": "Oslo", "at": []}}}',
+     '2: "metadata"."where" is an object: memory metadata holds strings, numbers and booleans, so it would be stored '
+     '(and exported) as the string "{\\"at\\": [], \\"town\\": \\"Oslo\\"}"; write that string'),
 ])
 def test_import_refuses_a_line_of_another_shape_and_stores_nothing(agent, tmp_path, line, message):
     bad = tmp_path / "bad.jsonl"
@@ -322,9 +329,9 @@ def chroma_collection():
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(metadata=st.dictionaries(METADATA_KEY, METADATA_VALUE, max_size=4))
 def test_metadata_an_import_accepts_is_stored_by_chroma_unchanged(tmp_path, chroma_collection, metadata):
-    """Whatever the metadata of a line, the import either refuses the line naming it, or Chroma stores what the
-    import hands it unchanged (no refusal of its own, no integer turned into a float), and each null value left out
-    is named in a note."""
+    """Whatever the metadata of a line, the import either refuses the line naming it, or Chroma stores the line's
+    values unchanged (no refusal of its own, no integer turned into a float, no list turned into text), and each null
+    value left out is named in a note."""
     import uuid
 
     from thinkflow.errors import MemoryStoreError
@@ -343,8 +350,11 @@ def test_metadata_an_import_accepts_is_stored_by_chroma_unchanged(tmp_path, chro
                   for v in metadata.values())
         wrong_time = "time" in metadata and metadata["time"] is not None and (
             isinstance(metadata["time"], bool) or not isinstance(metadata["time"], (int, float)))
-        assert bad_key or big or wrong_time, str(error)
+        structured = any(isinstance(v, (list, dict)) for v in metadata.values())
+        assert bad_key or big or wrong_time or structured, str(error)
         return
+    # what Chroma gets is the file's metadata, each value as written (a list was stored as its JSON text), nulls left out
+    assert clean_metadata(items[1][1]) == {k: v for k, v in metadata.items() if v is not None}
     cleaned = clean_metadata(items[1][1]) or {"placeholder": 1}  # Chroma takes no empty metadata
     mid = uuid.uuid4().hex
     chroma_collection.upsert(ids=[mid], documents=["x"], metadatas=[cleaned], embeddings=[[0.1, 0.2]])

@@ -8,9 +8,10 @@ bad line, like one of another shape or with a field of the wrong type.
 
 Metadata is checked against what Chroma stores as it is, so a line is refused here, naming it, rather than by
 Chroma ("Invalid metadata at index 0") or changed without a word: a key that is empty or starts with ``$`` or ``#``
-(Chroma refuses them: ``$and`` is a filter operator) or is Chroma's reserved ``chroma:document``, and an integer
-beyond 64 bits (Chroma keeps it as a float, so its last digits change). A ``null`` value is not stored (Chroma keeps
-none): each line with one gets a note.
+(Chroma refuses them: ``$and`` is a filter operator) or is Chroma's reserved ``chroma:document``, an integer
+beyond 64 bits (Chroma keeps it as a float, so its last digits change), and a list or an object (metadata holds
+strings, numbers and booleans: it would be stored as its JSON text, and exported as that string). A ``null`` value is
+not stored (Chroma keeps none): each line with one gets a note.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Mapping
 from thinkflow.errors import MemoryStoreError
 from thinkflow.memory.records import INT64
 from thinkflow.model import json_limits, stored
+from thinkflow.text import cut_middle
 
 MemoryItem = tuple[str, Mapping[str, Any] | None, str | None]
 """``(content, metadata or None, id or None)``: one memory to store."""
@@ -36,9 +38,15 @@ def _where(key: str) -> str:
     return f'"metadata".{json.dumps(key, ensure_ascii=False)}'
 
 
+SHOWN_TEXT_CHARS = 80
+"""How much of the JSON text a list or object would be stored as a refusal shows."""
+
+
 def metadata_problem(metadata: Mapping[str, Any]) -> str | None:
     """Why Chroma would refuse or change ``metadata`` (a memory file's, before it is cleaned), or None: a key it
-    refuses (empty, starting with ``$`` or ``#``, its reserved ``chroma:document``) or an integer beyond 64 bits."""
+    refuses (empty, starting with ``$`` or ``#``, its reserved ``chroma:document``), an integer beyond 64 bits, or a
+    list or object (stored as its JSON text, :func:`thinkflow.memory.records.clean_metadata`: the refusal shows that
+    text, so the line can say it if a string is what it means)."""
     for key, value in metadata.items():
         if key == "":
             return f"{_where(key)}: Chroma refuses an empty metadata key; give it a name"
@@ -50,6 +58,13 @@ def metadata_problem(metadata: Mapping[str, Any]) -> str | None:
         if isinstance(value, int) and not isinstance(value, bool) and value not in INT64:
             return (f"{_where(key)} is an integer of {len(str(abs(value)))} digits, beyond the 64 bits Chroma stores "
                     "exactly (it would keep a float and change the number); write it as a string")
+        if isinstance(value, (list, dict)):
+            text = json.dumps(value, ensure_ascii=False, sort_keys=isinstance(value, dict))  # as clean_metadata does
+            shown = cut_middle(json.dumps(text, ensure_ascii=False), SHOWN_TEXT_CHARS)
+            kind = "a list" if isinstance(value, list) else "an object"
+            return (f"{_where(key)} is {kind}: memory metadata holds strings, numbers and booleans, so it would be "
+                    f"stored (and exported) as the string {shown}; write that string if it is what you mean, or "
+                    "give each value a key of its own")
     return None
 
 

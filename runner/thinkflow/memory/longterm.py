@@ -356,7 +356,8 @@ class LongTermMemory:
 
         Raises:
             MemoryStoreError: unreadable file, or a bad line ("FILE:LINE: ...": also a metadata key Chroma refuses
-                or an integer it would change, see :func:`thinkflow.memory.jsonl.metadata_problem`).
+                or a value it would change: an integer beyond 64 bits, a list or an object; see
+                :func:`thinkflow.memory.jsonl.metadata_problem`).
         """
         notes: list[str] = []
         items = read_memory_file(Path(path), notes)

@@ -957,3 +957,11 @@ def test_a_python_style_call_naming_each_key_once_still_runs(reply, arguments):
                        "required": ["path"]}}
     action = parse_reply(reply, style="native", tools=tools)
     assert isinstance(action, ToolAction) and [c.arguments for c in action.calls] == [arguments] and not action.errors
+
+
+@pytest.mark.parametrize("text", ['{"path": "a", "extra": {"\\ud800": 1, "\\udfff": 2}}', '{"\\ud800": 1, "\\ud801": 2}'])
+def test_keys_that_differ_only_in_lone_surrogates_are_refused_not_merged(text):
+    # each lone surrogate becomes U+FFFD: the two keys became one and a value was lost without a word
+    with pytest.raises(ArgumentsError, match="twice"):
+        decode_arguments(text)
+    assert decode_arguments('{"\\ud800": 1, "b": 2}') == {"\ufffd": 1, "b": 2}  # one such key is kept

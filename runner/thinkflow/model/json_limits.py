@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from itertools import accumulate
 from typing import Any
 
-from thinkflow.text import valid_unicode_in
+from thinkflow.text import valid_unicode, valid_unicode_in
 
 MAX_DEPTH = 100
 """Deepest nesting (objects and arrays) accepted in a reply or in tool-call arguments."""
@@ -159,7 +159,7 @@ def loads(text: str, *, check_depth: bool = True) -> Any:
     and only numbers JSON can carry. Raises ``json.JSONDecodeError`` (a :class:`NumberError` for NaN, Infinity, a
     float overflow or a too-long integer) or :class:`NestingError` (also past Python's recursion limit)."""
     try:
-        value = _valid(DECODER.decode(text), "\\u" in text)
+        value = _valid(DECODER.decode(text), "\\u" in text, text, 0)
         return _checked(value) if check_depth else value
     except RecursionError:
         raise NestingError() from None
@@ -200,15 +200,44 @@ def raw_decode(text: str, pos: int = 0) -> tuple[Any, int]:
             continue
         if end > 2 * MAX_DEPTH:  # a shorter span cannot nest deeper than MAX_DEPTH
             _checked(value)
-        return _valid(value, window.find("\\u", 0, end) >= 0), pos + end
+        return _valid(value, window.find("\\u", 0, end) >= 0, text, pos), pos + end
 
 
-def _valid(value: Any, escaped: bool) -> Any:
+def _valid(value: Any, escaped: bool, text: str, pos: int) -> Any:
     """``value`` with each lone surrogate the decoder made of a ``\\uD800``-``\\uDFFF`` escape replaced by U+FFFD
     (:func:`thinkflow.text.valid_unicode_in`; ``escaped``: the text decoded held a ``\\u`` escape, the only way
     JSON spells one). Python's decoder keeps them, and text holding one cannot be encoded as UTF-8: it failed the
-    trace line, the session file and the next request."""
-    return valid_unicode_in(value) if escaped else value
+    trace line, the session file and the next request.
+
+    Raises DuplicateKeyError (at ``pos`` of ``text``): two keys of one object differ only in such surrogates
+    (``"\\ud800"`` and ``"\\udfff"``), so both would become one key and one value would be lost."""
+    if not escaped:
+        return value
+    cleaned = valid_unicode_in(value)
+    if cleaned is not value:
+        merged = _merged_key(value)
+        if merged is not None:
+            raise DuplicateKeyError(valid_unicode(merged), text, pos)
+    return cleaned
+
+
+def _merged_key(value: Any) -> str | None:
+    """A key of a dict in ``value`` that :func:`thinkflow.text.valid_unicode` maps onto another key of the same
+    dict, or None. Iterative."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            seen: set[str] = set()
+            for key in item:
+                clean = valid_unicode(key) if isinstance(key, str) else key
+                if clean in seen:
+                    return key
+                seen.add(clean)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def bracket_depth(text: str) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -119,6 +120,58 @@ def test_quiet_prints_only_the_answer(cli, tmp_path, openai_server):
     assert result.exit_code == 0
     assert result.stdout == "42\n"
     assert result.stderr == ""
+
+
+QUIET_ENDINGS = [
+    ("model_error", [error(500, "server exploded")], "", 4, [],
+     "model_error: openai failed with HTTP 500: server exploded (try again later, or add model.fallbacks)"),
+    ("timeout", [hang()], "", 1, [],
+     "timeout: the run timed out after 1 s (model calls * s, tools * s, ThinkFlow * s) while waiting for the model"),
+    ("max_steps", [tool_calls([("calculator", {"expression": "1+1"})])],
+     "No final answer was reached. Last result (calculator): 2\n", 1, ["--max-steps", "1"],
+     "max_steps: reached max_steps (1) without a final answer"),
+    ("max_steps_no_answer", [tool_calls([("nope", {"a": 1})])], "", 1, ["--max-steps", "1"],
+     "max_steps: reached max_steps (1) without a final answer"),
+]
+
+
+@pytest.mark.parametrize("ending, replies, stdout, code, args, says", QUIET_ENDINGS, ids=[q[0] for q in QUIET_ENDINGS])
+def test_quiet_still_says_why_a_run_did_not_complete(cli, tmp_path, openai_server, ending, replies, stdout, code,
+                                                     args, says):
+    # --quiet printed nothing at all for a run that ended with a model error (exit 4) or any other non-zero ending
+    openai_server.push(*replies)
+    path = agent_yaml(tmp_path, openai_server)
+    if ending == "timeout":
+        path.write_text(path.read_text().replace("max_steps: 4}", "max_steps: 4, timeout: 1}"))
+    result = cli.invoke(main, ["run", str(path), "x", "--quiet", *args])
+    assert result.exit_code == code, result.output
+    assert result.stdout == stdout  # the (partial) answer alone
+    pattern = r"\d+\.\d".join(re.escape(part) for part in says.split("*"))  # the timeout's split of its time
+    assert re.fullmatch(pattern + "\n", result.stderr), result.stderr  # one line, the live view still off
+
+
+def test_quiet_config_errors_are_printed(cli, tmp_path, openai_server):
+    path = agent_yaml(tmp_path, openai_server, extra="temperatur: 3\n")
+    result = cli.invoke(main, ["run", str(path), "x", "--quiet"])
+    assert result.exit_code == 3
+    assert f"{path}:13:1: temperatur: unknown key 'temperatur'" in result.stderr
+
+
+def test_thinkflow_run_quiet_prints_a_model_error_and_a_ctrl_c(tmp_path, openai_server):
+    path = str(agent_yaml(tmp_path, openai_server))
+    openai_server.push(error(500, "server exploded"))
+    proc = _run_proc(tmp_path, path, "x", "--quiet", entry="thinkflow-run")
+    out, err = proc.communicate(timeout=240)
+    assert (proc.returncode, out) == (4, "")
+    assert err == "model_error: openai failed with HTTP 500: server exploded (try again later, or add model.fallbacks)\n"
+    openai_server.push(hang())
+    proc = _run_proc(tmp_path, path, "wait", "--quiet", entry="thinkflow-run")
+    deadline = time.monotonic() + 240
+    while len(openai_server.requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (130, "", "interrupted by the user\n")
 
 
 def test_json_result(cli, tmp_path, openai_server):

@@ -51,6 +51,15 @@ def exit_code(status: str) -> int:
     return EXIT_BY_STATUS.get(status, EXIT_INCOMPLETE)
 
 
+def ending_line(status: str, error: str | None) -> str:
+    """One line saying why a run did not complete: ``"<status>: <error>"`` (the error alone when it starts with the
+    status, the status alone when there is no error), its line breaks folded into spaces."""
+    why = " ".join((error or "").split())
+    if not why:
+        return status
+    return why if why.startswith(status) else f"{status}: {why}"
+
+
 def _parse_vars(values: tuple[str, ...]) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in values:
@@ -96,7 +105,9 @@ class _Output:
 @click.option("--yes", "-y", is_flag=True, help="Approve every call of a confirm tool without asking.")
 @click.option("--session", "-s", "session_name", metavar="NAME",
               help="Continue (or start) the named session; its history is kept across runs.")
-@click.option("--quiet", "-q", is_flag=True, help="Print only the answer.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="Print only the answer: no live view or progress (errors, and why a run did not complete, still "
+                   "go to stderr, one line).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print a JSON result (status, answer, run_id, trace, steps, usage) and nothing else.")
 @click.option("--stream/--no-stream", default=None, help="Stream the model's text as it arrives.")
@@ -267,6 +278,12 @@ def _run_once(agent: Any, task: str, session: Any, view: Any, out: _Output, *, t
         click.echo(jsonout.dumps(out.redact(result.to_dict()), ensure_ascii=False))
     elif result.answer:
         click.echo(out.redact.text(result.answer))
+    if out.quiet and not out.as_json and result.status != "completed":
+        # the live view, which says how a run ended, is off: the reason still goes to stderr
+        from rich.markup import escape
+
+        out.err.print(f"[red]{escape(out.redact.text(ending_line(result.status, result.error)))}[/]",
+                      highlight=False, soft_wrap=True)
     if session is not None and not out.quiet and not out.as_json:
         out.err.print(f"[dim]session: {session.name} · trace: {result.trace_path}[/]")
     elif not out.quiet and not out.as_json and result.trace_path:

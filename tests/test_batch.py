@@ -622,6 +622,25 @@ def test_inputs_whose_vars_or_session_a_run_would_refuse_are_refused_before_anyt
     assert not out.exists() and openai_server.requests == []
 
 
+def test_every_bad_input_is_reported_at_once_the_files_own_problems_with_what_a_run_would_refuse(cli, tmp_path,
+                                                                                                 openai_server):
+    # a duplicate id was reported alone; the bad session and vars of other lines came only after it was fixed
+    inputs = write_jsonl(tmp_path / "in.jsonl", [
+        {"id": "a", "task": "add 1 and 1"},
+        {"id": "a", "task": "add 2 and 2"},
+        {"id": "c", "task": "add 3 and 3", "session": "a/b"},
+        {"id": "d", "task": "add 4 and 4", "vars": {"woh": "x"}},
+    ])
+    result = cli.invoke(main, ["batch", str(agent_yaml(tmp_path, openai_server)), str(inputs), "-o",
+                               str(tmp_path / "out.jsonl"), "-q"])
+    assert result.exit_code == 3, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == f"{inputs}: 3 invalid inputs"
+    assert [line.split(": ")[0] for line in lines[1:4]] == [f"{inputs}:2:1", f"{inputs}:3:1", f"{inputs}:4:1"]
+    assert "duplicate id 'a'" in lines[1] and "session" in lines[2] and "vars.woh" in lines[3]
+    assert openai_server.requests == []
+
+
 def test_a_csv_session_column_is_checked_and_unused_columns_still_pass(cli, tmp_path, openai_server):
     inputs = tmp_path / "in.csv"
     inputs.write_text("task,who,note,session\nadd 1 and 1,Ada,x,ok\nadd 2 and 2,Bob,y,a/b\n", encoding="utf-8")

@@ -5,7 +5,8 @@ session rules. An input's own ``vars`` (a JSONL input's) must each be a variable
 the runner sets (``task``, ``tools``, ...: :func:`thinkflow.prompting.templates.prompt_var_checker`); a CSV row's
 columns pass on only the ones the prompt uses, so they are never refused. A ``session`` must be a safe session name
 (:func:`thinkflow.run.session.check_name`). Before, such an input became an error result at run time, after the
-inputs before it had run.
+inputs before it had run. :func:`input_issues` is handed to :func:`thinkflow.batch.inputs.read_inputs`, so these
+problems are reported with the file's own (a duplicate id, a missing task), all at once.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Iterable
 
 from thinkflow.batch.inputs import BatchInput
 from thinkflow.config.spec import PromptSpec
-from thinkflow.errors import BatchError, ConfigIssue, SessionError
+from thinkflow.errors import ConfigIssue, SessionError
 from thinkflow.prompting.templates import prompt_var_checker
 from thinkflow.run.session import check_name
 
@@ -42,16 +43,3 @@ def input_issues(path: Path, inputs: Iterable[BatchInput], prompt: PromptSpec) -
             except SessionError as error:
                 issues.append(ConfigIssue(str(path), item.line, column, "session", str(error)))
     return sorted(issues, key=lambda i: i.line)
-
-
-def check_inputs(path: Path, inputs: list[BatchInput], prompt: PromptSpec) -> None:
-    """Refuse the batch when any input's ``vars`` or ``session`` would fail its run (see :func:`input_issues`).
-
-    Raises:
-        BatchError: ``"<path>: N invalid inputs"`` with every issue, file:line, in ``issues``.
-        PromptError: the agent's template cannot be read or parsed.
-    """
-    issues = input_issues(path, inputs, prompt)
-    if issues:
-        n = len({i.line for i in issues})
-        raise BatchError(f"{path}: {n} invalid input{'s' * (n != 1)}", issues)

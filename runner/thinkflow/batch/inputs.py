@@ -23,7 +23,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from thinkflow.errors import BatchError, ConfigIssue, PromptError
 from thinkflow.model import json_limits, stored
@@ -56,18 +56,21 @@ class BatchInput:
     only_used_vars: bool = False
 
 
-def read_inputs(path: Path, *, task_template: str | None = None) -> list[BatchInput]:
+def read_inputs(path: Path, *, task_template: str | None = None,
+                check: Callable[[list[BatchInput]], list[ConfigIssue]] | None = None) -> list[BatchInput]:
     """Read ``path`` (JSONL or CSV, see the module doc) into inputs, in file order.
 
     Args:
         path: the inputs file.
         task_template: a Jinja template over a CSV row's columns giving each task (CSV only).
+        check: more checks of the inputs that were read (what each run would refuse, e.g.
+            :func:`thinkflow.batch.input_checks.input_issues`): their issues are reported with the file's own.
     Returns:
         the inputs; ids are unique.
     Raises:
         BatchError: the file cannot be read, or names the lines that are invalid (bad JSON, JSON of another shape,
         nesting or a number the bounded decoder refuses, a field of the wrong type, a missing or empty task, a
-        duplicate id, a template that fails on a row), all of them at once, in ``issues``.
+        duplicate id, a template that fails on a row, what ``check`` found), all of them at once, in ``issues``.
     """
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -85,9 +88,11 @@ def read_inputs(path: Path, *, task_template: str | None = None) -> list[BatchIn
             issues.append(_issue(path, item.line, f"duplicate id {item.id!r}", f"first used on line {seen[item.id]}"))
         else:
             seen[item.id] = item.line
+    if check is not None:
+        issues.extend(check(items))
     if issues:
         issues.sort(key=lambda i: i.line)
-        n = len(issues)
+        n = len({i.line for i in issues})
         raise BatchError(f"{path}: {n} invalid input{'s' * (n != 1)}", issues)
     if not items:
         raise BatchError(f"{path}: no inputs (the file holds no JSON object lines or CSV rows)")

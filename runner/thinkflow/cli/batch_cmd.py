@@ -84,7 +84,7 @@ def batch(agent_file: Path, inputs_file: Path, output: Path, task_template: str 
     """
     from rich.console import Console
 
-    from thinkflow.batch.input_checks import check_inputs
+    from thinkflow.batch.input_checks import input_issues
     from thinkflow.batch.inputs import read_inputs
     from thinkflow.batch.results import ResultLog
     from thinkflow.batch.runner import LocalPool, default_concurrency
@@ -108,9 +108,10 @@ def batch(agent_file: Path, inputs_file: Path, output: Path, task_template: str 
     _hold_results_lock(err, output)
     try:
         spec = load_agent(agent_file)
-        inputs = read_inputs(inputs_file, task_template=task_template)
         check_prompt_vars(spec.prompt, extra_vars, task_from="each input's 'task'")
-        check_inputs(inputs_file, inputs, spec.prompt)  # what each run would refuse: vars, session names
+        # what each run would refuse (vars, session names) is reported with the file's own problems, all at once
+        inputs = read_inputs(inputs_file, task_template=task_template,
+                             check=lambda items: input_issues(inputs_file, items, spec.prompt))
         log = ResultLog(output)
     except SpecError as error:
         _fail(err, EXIT_CONFIG, f"{agent_file}: {len(error.issues)} issue(s)", [str(i) for i in error.issues])

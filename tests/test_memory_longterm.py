@@ -353,3 +353,16 @@ def test_recall_embeds_with_query_threads_and_needs_no_count(spec, monkeypatch):
     assert torch.get_num_threads() == 2  # and torch's own setting is back
     memory.embedder.query_threads = None
     assert memory.embedder.embed_query("x")[0] == pytest.approx(real_embed(["x"])[0], abs=1e-5)  # same vector
+
+
+@pytest.mark.parametrize("when", [1e300, -1.0, 253_402_300_800])
+def test_an_imported_time_no_date_can_show_is_refused_naming_the_line(tmp_path, when):
+    # memory list shows a memory's time as a date: 1e300 showed a blank one
+    from thinkflow.errors import MemoryStoreError
+    from thinkflow.memory.jsonl import read_memory_file
+
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"content": "ok", "metadata": {"time": 5.0}}\n'
+                      + json.dumps({"content": "x", "metadata": {"time": when}}) + "\n", encoding="utf-8")
+    with pytest.raises(MemoryStoreError, match=f'^{source}:2: "metadata"."time" is '):
+        read_memory_file(source, [])

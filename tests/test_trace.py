@@ -889,3 +889,16 @@ def test_a_line_nested_just_within_the_bound_is_read(tmp_path):
                       "event": ev.ToolCalled(step=1, call_id="c", name="t", arguments=arguments).to_dict()})
     (event,) = read_trace(path)
     assert event["event"]["arguments"] == arguments
+
+
+def test_a_token_count_of_hundreds_of_digits_is_printed_not_skipped(tmp_path):
+    # beyond the float range (309 digits and more) the line was skipped as a count "beyond the float range"
+    huge = 10 ** 400 + 7
+    path = tmp_path / "20240101-100000-bbbbbb.jsonl"
+    lines = [ev.RunStarted(run_id="r", agent="bot", task="count", model="m", style="native").to_dict(),
+             {**ev.RunFinished(run_id="r", status="completed", answer="done", duration_s=1.5).to_dict(),
+              "usage": {"prompt_tokens": huge, "completion_tokens": 0, "total_tokens": huge}}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    shown = CliRunner().invoke(main, ["trace", "show", str(path)], env={"COLUMNS": "3000"})
+    assert shown.exit_code == 0, shown.output
+    assert f"{huge:,} tokens" in shown.output and "skipped" not in shown.output

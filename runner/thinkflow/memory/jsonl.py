@@ -30,6 +30,10 @@ MemoryItem = tuple[str, Mapping[str, Any] | None, str | None]
 
 
 
+MAX_TIME = 253_402_300_800
+"""The first unix second of year 10000: a memory's ``time`` is shown as a date, and Python's dates end before it."""
+
+
 _RESERVED_FIRST = {"$": "filter operators, like $and", "#": "own fields, like #document"}
 """First characters Chroma refuses in a metadata key, and what it keeps them for."""
 
@@ -137,6 +141,9 @@ def read_memory_file(path: Path, notes: list[str] | None = None) -> list[MemoryI
         if when is not None and not stored.is_number(when):
             raise MemoryStoreError(f"{path}:{number}: \"metadata\".\"time\" must be a number (unix seconds) when "
                                    f"given, not {stored.describe(when)}")
+        if when is not None and not 0 <= when < MAX_TIME:  # memory list shows it as a date: 1e300 showed none
+            raise MemoryStoreError(f"{path}:{number}: \"metadata\".\"time\" is {when!r}: unix seconds from 0 "
+                                   "(1970) to before year 10000 (253402300800)")
         problem = metadata_problem(meta or {})
         if problem is not None:
             raise MemoryStoreError(f"{path}:{number}: {problem}")

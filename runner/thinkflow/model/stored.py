@@ -76,8 +76,11 @@ def wrong(where: str, value: Any, expected: str) -> str:
 
 def bad_usage_count(usage: dict[str, Any]) -> str | None:
     """The first count of a stored usage object (:data:`thinkflow.model.messages.USAGE_COUNTS`) that is neither a
-    number (:func:`is_number`) nor null, or None when there is none."""
-    return next((name for name in USAGE_COUNTS if usage.get(name) is not None and not is_number(usage[name])), None)
+    number (:func:`is_number`; a token or call count may be an integer of any size, printed exactly by
+    :func:`as_count`) nor null, or None when there is none."""
+    return next((name for name in USAGE_COUNTS if usage.get(name) is not None and not is_number(usage[name])
+                 and not (name != "cost_usd" and isinstance(usage[name], int) and not isinstance(usage[name], bool))),
+                None)
 
 
 def is_number(value: Any) -> bool:

@@ -188,8 +188,8 @@ GOOD_MEMORY = '{"id": "tea", "content": "Bob drinks green tea.", "metadata": {"k
      '2: "metadata"."n" is an integer of 19 digits, beyond the 64 bits Chroma stores exactly (it would keep a float '
      'and change the number); write it as a string'),
     ('{"content": "x", "metadata": {"n": -9223372036854775809}}', '2: "metadata"."n" is an integer of 19 digits'),
-    ('{"content": "x", "metadata": {"time": 123456789012345678901234567890}}',
-     '2: "metadata"."time" is an integer of 30 digits, beyond the 64 bits'),
+    ('{"content": "x", "metadata": {"time": 123456789012345678901234567890}}',  # no date either: that is said first
+     '2: "metadata"."time" is 123456789012345678901234567890: unix seconds from 0 (1970) to before year 10000'),
     ('{"content": "x", "metadata": {"$and": [{"a": 1}]}}',
      "2: \"metadata\".\"$and\": Chroma refuses a metadata key that starts with '$' (the mark of its filter "
      "operators, like $and); rename it"),
@@ -349,7 +349,8 @@ def test_metadata_an_import_accepts_is_stored_by_chroma_unchanged(tmp_path, chro
         big = any(isinstance(v, int) and not isinstance(v, bool) and not -(2 ** 63) <= v < 2 ** 63
                   for v in metadata.values())
         wrong_time = "time" in metadata and metadata["time"] is not None and (
-            isinstance(metadata["time"], bool) or not isinstance(metadata["time"], (int, float)))
+            isinstance(metadata["time"], bool) or not isinstance(metadata["time"], (int, float))
+            or not 0 <= metadata["time"] < 253_402_300_800)  # a time no date can show (before 1970, year 10000 on)
         structured = any(isinstance(v, (list, dict)) for v in metadata.values())
         assert bad_key or big or wrong_time or structured, str(error)
         return

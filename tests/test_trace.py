@@ -902,3 +902,16 @@ def test_a_token_count_of_hundreds_of_digits_is_printed_not_skipped(tmp_path):
     shown = CliRunner().invoke(main, ["trace", "show", str(path)], env={"COLUMNS": "3000"})
     assert shown.exit_code == 0, shown.output
     assert f"{huge:,} tokens" in shown.output and "skipped" not in shown.output
+
+
+def test_trace_list_prints_a_float_token_count_as_its_integer_part(tmp_path):
+    # the tokens cell was empty for a count stored as a float (a trace written by another tool, or edited)
+    path = tmp_path / "20240101-100000-cccccc.jsonl"
+    lines = [ev.RunStarted(run_id="r", agent="bot", task="count", model="m", style="native").to_dict(),
+             {**ev.RunFinished(run_id="r", status="completed", answer="done", duration_s=1.5).to_dict(),
+              "usage": {"prompt_tokens": 1000, "completion_tokens": 234.0, "total_tokens": 1234.0}}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    listed = CliRunner().invoke(main, ["trace", "list", "--trace-dir", str(tmp_path)], env={"COLUMNS": "200"})
+    assert listed.exit_code == 0, listed.output
+    row = next(line for line in listed.output.splitlines() if "20240101-100000-cccccc" in line)
+    assert [cell.strip() for cell in row.split("│")[2:6]] == ["bot", "completed", "0", "1,234"]

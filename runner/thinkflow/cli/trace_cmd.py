@@ -140,6 +140,7 @@ def list_(trace_dir: Path | None, limit: int) -> None:
     from thinkflow.cli.render import as_text
     from thinkflow.cli.trace_render import without_control
     from thinkflow.errors import TraceError
+    from thinkflow.model import stored
     from thinkflow.run.trace import list_traces, read_trace
 
     headers = ("run", "agent", "status", "steps", "tokens", "task")
@@ -154,7 +155,7 @@ def list_(trace_dir: Path | None, limit: int) -> None:
         finished = next((e for e in reversed(events) if e["type"] == "run_finished"), {})
         tokens = (finished.get("usage") or {}).get("total_tokens")
         rows.append((path.stem, as_text(started.get("agent", "?")), as_text(finished.get("status", "unfinished")),
-                     as_text(finished.get("steps", "")), f"{tokens:,}" if isinstance(tokens, int) else "",
+                     as_text(finished.get("steps", "")), f"{stored.as_count(tokens):,}" if tokens is not None else "",
                      " ".join(as_text(started.get("task", "")).split())))
     # every column but the task keeps its full width (the run id is what `trace show` takes); the task gets the
     # rest of the line, cut with an ellipsis

@@ -304,7 +304,7 @@ def test_a_number_yaml_reads_as_a_string_gets_a_hint_whose_writing_yaml_reads_as
     ("1e999999999999999999999", "integer", "write 1.0e+999999999999999999999"),
 ])
 def test_the_exponent_hint_writes_the_number_as_yaml_reads_it(text, kind, hint):
-    from thinkflow.config.schemas import exponent_hint
+    from thinkflow.config.yaml11 import exponent_hint
 
     assert exponent_hint(text, text, integer=kind == "integer") == f"YAML reads {text} as a string; {hint}"
     assert exponent_hint(text, "other", integer=False) == "" and exponent_hint(None, text) == ""

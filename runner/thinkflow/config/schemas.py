@@ -19,7 +19,8 @@ from typing import Any
 from thinkflow.config import validated
 from thinkflow.errors import ConfigIssue
 from thinkflow.text import did_you_mean
-from thinkflow.config.yamlread import EXPONENT_NUMBER, Marks, PathKey, dotted
+from thinkflow.config.yaml11 import exponent_hint, yaml11_issue
+from thinkflow.config.yamlread import Marks, PathKey, dotted
 
 KINDS = ("agent", "tool", "model", "prompt", "loop", "memory", "test")
 """Names of the bundled schemas: ``<kind>.schema.json``."""
@@ -244,61 +245,6 @@ def _kind_of(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
     return "null" if value is None else type(value).__name__
-
-
-def quote_hint(text: str) -> str:
-    """``quote it ('no')`` — with double quotes when the text holds a single quote."""
-    return f"quote it ({text!r})" if "'" not in text else f'quote it ("{text}")'
-
-
-def yaml11_issue(file: str, marks: Marks, path: PathKey, value: Any) -> ConfigIssue | None:
-    """The "was read as a boolean/number: quote it" issue, when the value at ``path`` was a plain scalar."""
-    text = marks.texts.get(tuple(path))
-    if text is None or isinstance(value, str):
-        return None
-    if isinstance(value, bool):
-        what = f"a boolean ({str(value).lower()})"
-    elif isinstance(value, (int, float)):
-        what = f"a number ({value})"
-    else:
-        return None
-    line, col = marks.at(path, key=False)
-    return ConfigIssue(file, line, col, dotted(path), f"{text} was read as {what}, not a string", quote_hint(text))
-
-
-def exponent_hint(text: str | None, value: Any, *, integer: bool = False) -> str:
-    """``YAML reads 1e10 as a string; write 1.0e+10`` when ``value`` is the string ``text`` of a plain scalar in
-    exponent form (:data:`~thinkflow.config.yamlread.EXPONENT_NUMBER`), which YAML 1.1 reads as a string; with
-    ``integer`` (an integer is expected) and a whole number of at most 18 digits, the integer (``write 1000``).
-    Else ``""``."""
-    if text is None or value != text or not EXPONENT_NUMBER.fullmatch(text):
-        return ""
-    e = "e" if "e" in text else "E"
-    mantissa, _, exponent = text.partition(e)
-    sign = mantissa[0] if mantissa[0] in "+-" else ""
-    whole, _, fraction = mantissa.lstrip("+-").partition(".")
-    written = _whole_number(whole, fraction, exponent) if integer else None
-    if written is None:
-        exponent = exponent if exponent[0] in "+-" else "+" + exponent
-        written = f"{whole or '0'}.{fraction or '0'}{e}{exponent}"
-    return f"YAML reads {text} as a string; write {sign}{written}"
-
-
-def _whole_number(whole: str, fraction: str, exponent: str) -> str | None:
-    """``whole.fraction`` times ten to ``exponent`` written as an integer, when it is one of at most 18 digits."""
-    digits = (whole + fraction).lstrip("0")
-    if not digits:
-        return "0"
-    if len(exponent.lstrip("+-")) > 4:  # int() of any exponent text is safe below Python's digit limit
-        return None
-    shift = int(exponent) - len(fraction)
-    if shift < 0:
-        if len(digits) - len(digits.rstrip("0")) < -shift:
-            return None  # a fraction is left
-        digits, shift = digits[:shift], 0
-    if len(digits) + shift > 18:
-        return None
-    return digits + "0" * shift
 
 
 def _describe_simple(error: Any) -> str:

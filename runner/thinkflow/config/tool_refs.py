@@ -16,7 +16,8 @@ from typing import Any
 
 from thinkflow.errors import ConfigIssue
 from thinkflow.text import did_you_mean
-from thinkflow.config.schemas import check_schema, yaml11_issue
+from thinkflow.config.schemas import check_schema
+from thinkflow.config.yaml11 import yaml11_issue
 from thinkflow.config.entrypoints import module_findable, search_dirs
 from thinkflow.config.placeholders import placeholders, shell_template_problems
 from thinkflow.config.yamlread import Marks, PathKey, dotted

@@ -70,9 +70,10 @@ def logging_unheard(litellm: Any) -> bool:
                                                                  _CALLBACK_LISTS)
 
 
+@functools.cache
 def _internal_call_flag(litellm: Any) -> ContextVar | None:
     """LiteLLM's ``is_internal_call`` context variable (``litellm/_internal_context.py``, private), or None when this
-    LiteLLM has none of that type."""
+    LiteLLM has none of that type. Looked up once per module (it is asked for on every model call)."""
     context = getattr(litellm, "_internal_context", None)
     flag = getattr(context, "is_internal_call", None)
     return flag if isinstance(flag, ContextVar) else None

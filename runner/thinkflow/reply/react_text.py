@@ -30,7 +30,7 @@ from thinkflow.reply.actions import (
 from thinkflow.model import json_limits
 from thinkflow.reply.fences import fenced_blocks, outside, unwrap_whole
 from thinkflow.reply.json_text import ACTION_NUMBER, FENCE, cut_fence
-from thinkflow.reply.text_calls import call_arguments, call_expression
+from thinkflow.reply.python_calls import call_arguments, call_expression
 from thinkflow.model.messages import ToolCall
 
 # ReAct labels: at the start of a line, optionally wrapped in **, __ or backticks, ASCII or full-width colon.
